@@ -1,0 +1,49 @@
+# transcriber — every target installs the system packages it needs first.
+GO       ?= go
+BIN      := bin/transcriber
+PKGS     := ./...
+# The end-to-end package links the Temporal server; its first build takes
+# minutes on a small machine, later ones come from the build cache.
+TESTFLAGS ?= -race -count=1 -timeout 20m
+
+.PHONY: all deps build run test test-short spec-check fmt vet lint bench clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+build: deps
+	$(GO) build -o $(BIN) ./cmd/transcriber
+
+# One command that shows the whole thing working: build, then transcribe a
+# real recording from pocketsphinx-testdata with the embedded server and the
+# offline engine.
+run: build
+	$(BIN) transcribe /usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0870.wav
+
+test: deps fmt vet spec-check
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+test-short: deps
+	$(GO) test -short -count=1 $(PKGS)
+
+spec-check:
+	@$(GO) run ./scripts/speccheck
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+lint: vet
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	$(GO) run go.temporal.io/sdk/contrib/tools/workflowcheck@v0.3.0 ./workflows/...
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,403 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/transcriber/transcriber/internal/audio"
+	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/engine"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/metrics"
+	"github.com/transcriber/transcriber/internal/testaudio"
+	"github.com/transcriber/transcriber/internal/transcript"
+)
+
+// fakeEngine answers with what a test tells it.
+type fakeEngine struct {
+	format audio.Format
+	submit func(ctx context.Context, req engine.Request) (engine.Submission, error)
+	check  func(ctx context.Context, id string) (engine.Submission, error)
+}
+
+var _ Recognizer = (*fakeEngine)(nil)
+
+func (f *fakeEngine) Format() audio.Format { return f.format }
+func (f *fakeEngine) Submit(ctx context.Context, req engine.Request) (engine.Submission, error) {
+	return f.submit(ctx, req)
+}
+func (f *fakeEngine) Check(ctx context.Context, id string) (engine.Submission, error) {
+	return f.check(ctx, id)
+}
+
+type recordingReplier struct {
+	mu      sync.Mutex
+	replies []Reply
+}
+
+var _ Replier = (*recordingReplier)(nil)
+
+func (r *recordingReplier) Deliver(_ context.Context, rep Reply) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.replies = append(r.replies, rep)
+	return nil
+}
+
+type fixture struct {
+	acts  *Activities
+	blobs *blob.Local
+	env   *testsuite.TestActivityEnvironment
+	logs  *bytes.Buffer
+}
+
+func newFixture(t *testing.T, eng *fakeEngine) *fixture {
+	t.Helper()
+	blobs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools AudioTools
+	if tl, err := audio.NewTools(); err == nil {
+		tools = tl
+	}
+	acts := &Activities{
+		Blobs:       blobs,
+		Audio:       tools,
+		Engines:     map[string]Recognizer{"fake": eng},
+		Repliers:    map[job.Source]Replier{},
+		Metrics:     metrics.New(prometheus.NewRegistry()),
+		WorkDir:     t.TempDir(),
+		MaxDuration: time.Hour,
+	}
+	logs := &bytes.Buffer{}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+	return &fixture{acts: acts, blobs: blobs, env: env, logs: logs}
+}
+
+func (f *fixture) put(t *testing.T, key, path string) {
+	t.Helper()
+	file, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if _, err := f.blobs.Put(context.Background(), key, file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appError(t *testing.T, err error) *temporal.ApplicationError {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		t.Fatalf("error %v (%T) is not an application error", err, err)
+	}
+	return appErr
+}
+
+var schedule = Call{Backoff: []time.Duration{30 * time.Second, 2 * time.Minute}}
+
+func TestConvertVoiceNote(t *testing.T) {
+	testaudio.Require(t)
+	f := newFixture(t, &fakeEngine{format: audio.WAV16kMono})
+	f.put(t, "jobs/default-test-workflow-id/original.ogg", testaudio.VoiceNote(t, t.TempDir()))
+	var heartbeats int
+	f.env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { heartbeats++ })
+
+	v, err := f.env.ExecuteActivity(f.acts.Convert, ConvertInput{Call: schedule, OriginalKey: "jobs/default-test-workflow-id/original.ogg", Engine: "fake"})
+	if err != nil {
+		t.Fatalf("Convert: %v", err)
+	}
+	var out ConvertOutput
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.AudioKey != "jobs/default-test-workflow-id/audio.wav" {
+		t.Errorf("audio key = %q", out.AudioKey)
+	}
+	if out.Duration < 2700*time.Millisecond || out.Duration > 2900*time.Millisecond {
+		t.Errorf("duration = %v; want about 2.79s", out.Duration)
+	}
+	if size, err := f.blobs.Size(context.Background(), out.AudioKey); err != nil || size < 80000 {
+		t.Errorf("stored audio size = %d, %v; want the 16 kHz PCM of 2.8 s", size, err)
+	}
+	if heartbeats == 0 {
+		t.Error("conversion did not heartbeat")
+	}
+}
+
+func TestConvertVerdicts(t *testing.T) {
+	testaudio.Require(t)
+	tests := []struct {
+		name   string
+		data   []byte
+		engine string
+		want   job.Kind
+	}{
+		{"text named mp3", []byte("definitely not audio\n"), "fake", job.UnsupportedFormat},
+		{"empty file", nil, "fake", job.EmptyAudio},
+		{"unknown engine", []byte("x"), "nonesuch", job.EngineNotConfigured},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, &fakeEngine{format: audio.WAV16kMono})
+			if _, err := f.blobs.Put(context.Background(), "in/original.mp3", bytes.NewReader(tc.data)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := f.env.ExecuteActivity(f.acts.Convert, ConvertInput{Call: schedule, OriginalKey: "in/original.mp3", Engine: tc.engine})
+			appErr := appError(t, err)
+			if got := job.Kind(appErr.Type()); got != tc.want {
+				t.Errorf("kind = %q; want %q", got, tc.want)
+			}
+			if !appErr.NonRetryable() {
+				t.Error("a verdict on the input must not be retried")
+			}
+		})
+	}
+}
+
+func TestConvertRefusesTooLong(t *testing.T) {
+	testaudio.Require(t)
+	f := newFixture(t, &fakeEngine{format: audio.WAV16kMono})
+	f.acts.MaxDuration = 5 * time.Second
+	f.put(t, "in/original.wav", testaudio.LibriVox("sense_and_sensibility_01_austen_64kb-0870"))
+	_, err := f.env.ExecuteActivity(f.acts.Convert, ConvertInput{OriginalKey: "in/original.wav", Engine: "fake"})
+	if appErr := appError(t, err); appErr.Type() != string(job.TooLong) || !appErr.NonRetryable() {
+		t.Errorf("error = %v; want non-retryable %s", err, job.TooLong)
+	}
+}
+
+func storedAudio(t *testing.T, f *fixture) string {
+	t.Helper()
+	if _, err := f.blobs.Put(context.Background(), "jobs/x/audio.wav", strings.NewReader("pcm")); err != nil {
+		t.Fatal(err)
+	}
+	return "jobs/x/audio.wav"
+}
+
+func TestRecognizeStoresTranscriptAndRaw(t *testing.T) {
+	eng := &fakeEngine{submit: func(_ context.Context, req engine.Request) (engine.Submission, error) {
+		if req.Language != "en" {
+			return engine.Submission{}, errors.New("language not passed")
+		}
+		return engine.Submission{Result: &engine.Result{
+			Text: " go forward ten meters ", Language: "en", Raw: []byte(`{"text":"go forward ten meters"}`), RawType: "application/json",
+			Segments: []engine.Segment{{Start: 100 * time.Millisecond, End: 2 * time.Second, Text: "go forward ten meters"}},
+		}}, nil
+	}}
+	f := newFixture(t, eng)
+	v, err := f.env.ExecuteActivity(f.acts.Recognize, RecognizeInput{AudioKey: storedAudio(t, f), Engine: "fake", Language: "en", Duration: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("Recognize: %v", err)
+	}
+	var out Recognition
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Done || out.Words != 4 || out.Language != "en" {
+		t.Errorf("recognition = %+v", out)
+	}
+	r, err := f.blobs.Open(context.Background(), out.TranscriptKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	doc, err := transcript.Decode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Text != "go forward ten meters" || doc.Engine != "fake" || len(doc.Segments) != 1 || doc.Segments[0].Start != 0.1 {
+		t.Errorf("stored transcript = %+v", doc)
+	}
+	raw, err := f.blobs.Open(context.Background(), out.RawKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	body, _ := io.ReadAll(raw)
+	if !json.Valid(body) || !strings.HasSuffix(out.RawKey, ".json") {
+		t.Errorf("raw %s = %q", out.RawKey, body)
+	}
+}
+
+func TestRecognizeNoSpeechKeepsRaw(t *testing.T) {
+	eng := &fakeEngine{submit: func(context.Context, engine.Request) (engine.Submission, error) {
+		return engine.Submission{Result: &engine.Result{Text: "  \n", Raw: []byte("nothing"), RawType: "text/plain"}}, nil
+	}}
+	f := newFixture(t, eng)
+	_, err := f.env.ExecuteActivity(f.acts.Recognize, RecognizeInput{AudioKey: storedAudio(t, f), Engine: "fake"})
+	if appErr := appError(t, err); appErr.Type() != string(job.NoSpeech) || !appErr.NonRetryable() {
+		t.Fatalf("error = %v; want non-retryable %s", err, job.NoSpeech)
+	}
+	if _, err := f.blobs.Size(context.Background(), blob.JobKey("default-test-workflow-id", "raw-fake.txt")); err != nil {
+		t.Errorf("raw response of a no-speech result not kept: %v", err)
+	}
+}
+
+func TestRecognizeErrorClassification(t *testing.T) {
+	tests := []struct {
+		name          string
+		err           error
+		wantKind      job.Kind
+		wantRetryable bool
+		wantDelay     time.Duration
+	}{
+		{"unauthorized", &engine.Error{Kind: engine.Unauthorized, Status: 401, Message: "invalid key"}, job.EngineUnauthorized, false, 0},
+		{"rejected", &engine.Error{Kind: engine.Rejected, Status: 413, Message: "too large"}, job.EngineRejected, false, 0},
+		{"operation failed", &engine.Error{Kind: engine.OperationFailed, Message: "bad audio"}, job.OperationFailed, false, 0},
+		{"unavailable waits the schedule", &engine.Error{Kind: engine.Unavailable, Status: 503}, job.ServiceError, true, 30 * time.Second},
+		{"retry-after longer than schedule wins", &engine.Error{Kind: engine.Unavailable, Status: 429, RetryAfter: 90 * time.Second}, job.ServiceError, true, 90 * time.Second},
+		{"unreachable is no_ack", &engine.Error{Kind: engine.Unreachable, Message: "connection refused"}, job.NoAck, true, 30 * time.Second},
+		{"anything else is internal", errors.New("disk on fire"), job.Internal, true, 30 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			eng := &fakeEngine{submit: func(context.Context, engine.Request) (engine.Submission, error) { return engine.Submission{}, tc.err }}
+			f := newFixture(t, eng)
+			_, err := f.env.ExecuteActivity(f.acts.Recognize, RecognizeInput{Call: schedule, AudioKey: storedAudio(t, f), Engine: "fake"})
+			appErr := appError(t, err)
+			if got := job.Kind(appErr.Type()); got != tc.wantKind {
+				t.Errorf("kind = %q; want %q", got, tc.wantKind)
+			}
+			if got := !appErr.NonRetryable(); got != tc.wantRetryable {
+				t.Errorf("retryable = %v; want %v", got, tc.wantRetryable)
+			}
+			if got := appErr.NextRetryDelay(); got != tc.wantDelay {
+				t.Errorf("next retry delay = %v; want %v", got, tc.wantDelay)
+			}
+		})
+	}
+}
+
+func TestRecognizeHeartbeatsAndStopsOnCancel(t *testing.T) {
+	started := make(chan struct{})
+	eng := &fakeEngine{submit: func(ctx context.Context, _ engine.Request) (engine.Submission, error) {
+		close(started)
+		<-ctx.Done()
+		return engine.Submission{}, ctx.Err()
+	}}
+	f := newFixture(t, eng)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.env.SetTestTimeout(time.Minute)
+	f.env.SetWorkerOptions(worker.Options{BackgroundActivityContext: ctx})
+	heartbeats := make(chan struct{}, 100)
+	f.env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) {
+		select {
+		case heartbeats <- struct{}{}:
+		default:
+		}
+	})
+	defer func(d time.Duration) { heartbeatEvery = d }(heartbeatEvery)
+	heartbeatEvery = 10 * time.Millisecond
+	go func() {
+		<-started
+		// A live engine call keeps its lease by heartbeats.
+		<-heartbeats
+		cancel()
+	}()
+	_, err := f.env.ExecuteActivity(f.acts.Recognize, RecognizeInput{AudioKey: storedAudio(t, f), Engine: "fake"})
+	if err == nil {
+		t.Fatal("a cancelled recognition returned no error")
+	}
+	// The activity hands back the context's error untouched, so Temporal
+	// records a cancellation, not a failure of some kind.
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() != "" || !strings.Contains(err.Error(), context.Canceled.Error()) {
+		t.Errorf("error = %v; want the context's cancellation", err)
+	}
+}
+
+func TestCheckStillRunningIsNotAFailure(t *testing.T) {
+	eng := &fakeEngine{check: func(_ context.Context, id string) (engine.Submission, error) {
+		return engine.Submission{}, nil
+	}}
+	f := newFixture(t, eng)
+	v, err := f.env.ExecuteActivity(f.acts.CheckRecognition, CheckInput{Engine: "fake", OperationID: "op-7"})
+	if err != nil {
+		t.Fatalf("CheckRecognition: %v", err)
+	}
+	var out Recognition
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Done || out.OperationID != "op-7" || out.PollAfter != DefaultPollInterval {
+		t.Errorf("recognition = %+v; want op-7 still running, checked again after %v", out, DefaultPollInterval)
+	}
+}
+
+func TestSendReply(t *testing.T) {
+	done := Reply{JobID: "tg-1-2", Source: job.SourceTelegram, State: job.Done, TranscriptKey: "jobs/tg-1-2/transcript.json"}
+	tests := []struct {
+		name       string
+		reply      Reply
+		replier    bool
+		wantReason string
+		wantLevel  string
+		delivered  int
+	}{
+		{"command-line job has nothing to deliver", Reply{JobID: "cli-1", Source: job.SourceCLI, State: job.Done}, false, "", "", 0},
+		{"intake not running", withRecipient(done), false, UndeliveredIntakeNotRunning, "WARN", 0},
+		{"telegram job without a chat", done, true, UndeliveredRecipientMissing, "ERROR", 0},
+		{"delivered", withRecipient(done), true, "", "", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, &fakeEngine{})
+			rr := &recordingReplier{}
+			if tc.replier {
+				f.acts.Repliers[job.SourceTelegram] = rr
+			}
+			if _, err := f.env.ExecuteActivity(f.acts.SendReply, ReplyInput{Reply: tc.reply}); err != nil {
+				t.Fatalf("SendReply: %v", err)
+			}
+			if len(rr.replies) != tc.delivered {
+				t.Errorf("delivered %d replies; want %d", len(rr.replies), tc.delivered)
+			}
+			for _, reason := range []string{UndeliveredIntakeNotRunning, UndeliveredRecipientMissing} {
+				want := 0.0
+				if reason == tc.wantReason {
+					want = 1
+				}
+				if got := testutil.ToFloat64(f.acts.Metrics.RepliesUndelivered.WithLabelValues(reason)); got != want {
+					t.Errorf("undelivered{%s} = %v; want %v", reason, got, want)
+				}
+			}
+			logs := f.logs.String()
+			if tc.wantReason != "" {
+				if !strings.Contains(logs, "level="+tc.wantLevel+" msg=\"reply undelivered\"") ||
+					!strings.Contains(logs, "job_id="+tc.reply.JobID) || !strings.Contains(logs, "reason="+tc.wantReason) {
+					t.Errorf("log lacks a %s record with job id and reason:\n%s", tc.wantLevel, logs)
+				}
+			} else if strings.Contains(logs, "undelivered") {
+				t.Errorf("unexpected undelivered record:\n%s", logs)
+			}
+		})
+	}
+}
+
+func withRecipient(r Reply) Reply {
+	r.Recipient = &job.Recipient{ChatID: 1, MessageID: 2}
+	return r
+}

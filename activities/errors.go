@@ -1,0 +1,78 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/transcriber/transcriber/internal/audio"
+	"github.com/transcriber/transcriber/internal/engine"
+	"github.com/transcriber/transcriber/internal/job"
+)
+
+// verdict is a definitive failure: the workflow fails the job at once.
+func verdict(kind job.Kind, msg string) error {
+	return temporal.NewApplicationErrorWithOptions(msg, string(kind), temporal.ApplicationErrorOptions{
+		NonRetryable: true,
+		// The interceptor logs every failure once at WARN; benign keeps the
+		// SDK from logging it again at ERROR.
+		Category: temporal.ApplicationErrorCategoryBenign,
+	})
+}
+
+// classify turns any error of a step into the application error the
+// workflow acts on. It is the only place where errors get their kind.
+func classify(ctx context.Context, call Call, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// Cancelled or out of time: Temporal already knows, and its own
+		// verdict (cancel or timeout) is the one that counts.
+		return err
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return err
+	}
+	var in *audio.InputError
+	if errors.As(err, &in) {
+		kind := job.UnsupportedFormat
+		if errors.Is(in.Err, audio.ErrEmpty) {
+			kind = job.EmptyAudio
+		}
+		return verdict(kind, in.Error())
+	}
+	if e, ok := engine.AsError(err); ok {
+		kind := job.Kind(e.Kind)
+		if e.Kind.Permanent() {
+			return verdict(kind, e.Error())
+		}
+		return retry(ctx, call, kind, e.Error(), e.RetryAfter)
+	}
+	return retry(ctx, call, job.Internal, err.Error(), 0)
+}
+
+// retry is a temporary failure. Its delay follows the job's back-off
+// schedule exactly, and never undercuts a wait the engine asked for.
+func retry(ctx context.Context, call Call, kind job.Kind, msg string, retryAfter time.Duration) error {
+	var delay time.Duration
+	if n := len(call.Backoff); n > 0 {
+		i := int(activity.GetInfo(ctx).Attempt) - 1
+		if i >= n {
+			i = n - 1
+		}
+		if i < 0 {
+			i = 0
+		}
+		delay = call.Backoff[i]
+	}
+	delay = max(delay, retryAfter)
+	return temporal.NewApplicationErrorWithOptions(msg, string(kind), temporal.ApplicationErrorOptions{
+		NextRetryDelay: delay,
+		Category:       temporal.ApplicationErrorCategoryBenign,
+	})
+}

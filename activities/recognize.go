@@ -1,0 +1,160 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/engine"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/transcript"
+)
+
+// RecognizeInput names the normalised audio and how to recognise it.
+type RecognizeInput struct {
+	Call
+	AudioKey string        `json:"audio_key"`
+	Engine   string        `json:"engine"`
+	Language string        `json:"language,omitempty"`
+	Duration time.Duration `json:"duration"`
+}
+
+// CheckInput names an engine operation that is still running.
+type CheckInput struct {
+	Call
+	Engine      string        `json:"engine"`
+	OperationID string        `json:"operation_id"`
+	Duration    time.Duration `json:"duration"`
+}
+
+// Recognition is the answer of a submit or a check: a stored transcript, or
+// an operation to check again after PollAfter.
+type Recognition struct {
+	Done          bool   `json:"done"`
+	OperationID   string `json:"operation_id,omitempty"`
+	TranscriptKey string `json:"transcript_key,omitempty"`
+	RawKey        string `json:"raw_key,omitempty"`
+	Language      string `json:"language,omitempty"`
+	Words         int    `json:"words,omitempty"`
+	// PollAfter is the engine's fixed interval between checks.
+	PollAfter time.Duration `json:"poll_after,omitempty"`
+}
+
+// heartbeatEvery keeps the lease of a long engine call; it must stay well
+// under the HeartbeatTimeout the workflow sets.
+var heartbeatEvery = 5 * time.Second
+
+// Recognize hands the audio to the engine. Engines that work synchronously
+// return the finished transcript; others return an operation.
+func (a *Activities) Recognize(ctx context.Context, in RecognizeInput) (Recognition, error) {
+	out, err := a.recognize(ctx, in)
+	return out, classify(ctx, in.Call, err)
+}
+
+func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognition, error) {
+	rec, err := a.recognizer(in.Engine)
+	if err != nil {
+		return Recognition{}, err
+	}
+	work, cleanup, err := a.workDir()
+	if err != nil {
+		return Recognition{}, err
+	}
+	defer cleanup()
+	path, err := a.localCopy(ctx, in.AudioKey, work)
+	if err != nil {
+		return Recognition{}, err
+	}
+	stop := heartbeat(ctx, heartbeatEvery)
+	defer stop()
+	start := time.Now()
+	sub, err := rec.Submit(ctx, engine.Request{AudioPath: path, Language: in.Language, Duration: in.Duration})
+	a.observe(in.Engine, start)
+	if err != nil {
+		return Recognition{}, err
+	}
+	return a.settle(ctx, in.Engine, in.Duration, sub)
+}
+
+// CheckRecognition asks the engine about a running operation. "Still
+// running" is a normal answer, not a failure: it spends no attempt.
+func (a *Activities) CheckRecognition(ctx context.Context, in CheckInput) (Recognition, error) {
+	out, err := a.check(ctx, in)
+	return out, classify(ctx, in.Call, err)
+}
+
+func (a *Activities) check(ctx context.Context, in CheckInput) (Recognition, error) {
+	rec, err := a.recognizer(in.Engine)
+	if err != nil {
+		return Recognition{}, err
+	}
+	start := time.Now()
+	sub, err := rec.Check(ctx, in.OperationID)
+	a.observe(in.Engine, start)
+	if err != nil {
+		return Recognition{}, err
+	}
+	if !sub.Done() && sub.OperationID == "" {
+		sub.OperationID = in.OperationID
+	}
+	return a.settle(ctx, in.Engine, in.Duration, sub)
+}
+
+func (a *Activities) observe(engineName string, start time.Time) {
+	if a.Metrics != nil {
+		a.Metrics.EngineRequestDuration.WithLabelValues(engineName).Observe(time.Since(start).Seconds())
+	}
+}
+
+// settle stores a finished result, or describes the operation to check.
+func (a *Activities) settle(ctx context.Context, engineName string, duration time.Duration, sub engine.Submission) (Recognition, error) {
+	if !sub.Done() {
+		if sub.OperationID == "" {
+			return Recognition{}, &engine.Error{Kind: engine.Unavailable, Message: "the engine returned neither a result nor an operation"}
+		}
+		interval := a.PollInterval[engineName]
+		if interval <= 0 {
+			interval = DefaultPollInterval
+		}
+		return Recognition{OperationID: sub.OperationID, PollAfter: interval}, nil
+	}
+	jobID := activity.GetInfo(ctx).WorkflowExecution.ID
+	res := *sub.Result
+	// The raw response is kept before anything is judged, so that a verdict
+	// such as "no speech" can be checked against what the engine said.
+	rawKey := blob.JobKey(jobID, "raw-"+engineName+rawExt(res.RawType))
+	if _, err := a.Blobs.Put(ctx, rawKey, bytes.NewReader(res.Raw)); err != nil {
+		return Recognition{}, fmt.Errorf("store raw response: %w", err)
+	}
+	doc := transcript.FromResult(engineName, duration, res)
+	if doc.Text == "" {
+		return Recognition{}, verdict(job.NoSpeech, "no speech was recognised in the recording")
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return Recognition{}, fmt.Errorf("encode transcript: %w", err)
+	}
+	key := blob.JobKey(jobID, "transcript.json")
+	if _, err := a.Blobs.Put(ctx, key, bytes.NewReader(body)); err != nil {
+		return Recognition{}, fmt.Errorf("store transcript: %w", err)
+	}
+	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.Words()}, nil
+}
+
+func rawExt(contentType string) string {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch mt {
+	case "application/json":
+		return ".json"
+	case "text/plain":
+		return ".txt"
+	}
+	return ".bin"
+}
+

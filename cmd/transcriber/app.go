@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/transcriber/transcriber/activities"
+	"github.com/transcriber/transcriber/internal/audio"
+	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/config"
+	"github.com/transcriber/transcriber/internal/devserver"
+	"github.com/transcriber/transcriber/internal/engine/local"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/metrics"
+	"github.com/transcriber/transcriber/workflows"
+)
+
+// loadConfig reads the environment, then the command's flags over it.
+func loadConfig(fs interface {
+	Parse([]string) error
+}, cfg *config.Config, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return &exitError{code: 2, msg: "configuration: " + err.Error()}
+	}
+	return nil
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// telemetry is the registry every role serves on /metrics.
+type telemetry struct {
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics
+	sdk     metrics.SDKHandler
+}
+
+func newTelemetry() *telemetry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	return &telemetry{reg: reg, metrics: m, sdk: metrics.NewSDKHandler(reg, m)}
+}
+
+// embedMode says whether and how a command embeds a Temporal server when
+// TEMPORAL_ADDRESS is unset.
+type embedMode int
+
+const (
+	// dialLocal: talk to the server of a "transcriber up" on this machine.
+	dialLocal embedMode = iota
+	// embedPersistent: run the server on the data dir's SQLite file, with
+	// the Web UI; what "up" does.
+	embedPersistent
+	// embedEphemeral: run a private in-memory server on free ports for the
+	// life of one command.
+	embedEphemeral
+)
+
+// temporalConn is a client and whatever server was started for it.
+type temporalConn struct {
+	client client.Client
+	server *devserver.Server
+}
+
+func (t *temporalConn) Close() {
+	t.client.Close()
+	if t.server != nil {
+		if err := t.server.Stop(); err != nil {
+			slog.Default().Warn("stop embedded temporal server", "error", err)
+		}
+	}
+}
+
+// connect dials TEMPORAL_ADDRESS or, when it is unset, embeds a server as
+// mode says and dials that.
+func connect(ctx context.Context, cfg config.Config, mode embedMode, logger *slog.Logger, tel *telemetry) (*temporalConn, error) {
+	conn := &temporalConn{}
+	addr := cfg.TemporalAddress
+	if addr == "" {
+		switch mode {
+		case dialLocal:
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.TemporalPort))
+		case embedPersistent, embedEphemeral:
+			opts := devserver.Options{
+				Namespace:        cfg.TemporalNamespace,
+				SearchAttributes: workflows.SearchAttributes(),
+				Logger:           logger,
+				LogLevel:         slog.LevelWarn,
+			}
+			if mode == embedPersistent {
+				opts.DatabaseFile = cfg.DatabaseFile()
+				opts.FrontendPort = cfg.TemporalPort
+				opts.UIAddr = cfg.UIAddr
+			} else {
+				// One-shot runs are quiet; the server's warnings about its
+				// own start-up mean nothing to someone transcribing a file.
+				opts.LogLevel = slog.LevelError
+			}
+			srv, err := devserver.Start(opts)
+			if err != nil {
+				return nil, fmt.Errorf("embedded temporal server: %w", err)
+			}
+			conn.server = srv
+			addr = srv.FrontendAddr()
+		}
+	}
+	opts := client.Options{
+		HostPort:  addr,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    sdklog.NewStructuredLogger(logger),
+	}
+	if tel != nil {
+		opts.MetricsHandler = tel.sdk
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dialCtx, opts)
+	if err != nil {
+		if conn.server != nil {
+			_ = conn.server.Stop()
+		}
+		if cfg.TemporalAddress == "" && mode == dialLocal {
+			return nil, fmt.Errorf("no Temporal server at %s: start one with \"transcriber up\" or set TEMPORAL_ADDRESS (%w)", addr, err)
+		}
+		return nil, fmt.Errorf("connect to Temporal at %s: %w", addr, err)
+	}
+	conn.client = c
+	return conn, nil
+}
+
+// ensureSearchAttributes registers the job search attributes on a server
+// that lacks them, such as a fresh external cluster. The embedded server
+// has them from the start.
+func ensureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	ops := c.OperatorService()
+	have, err := ops.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes: %w", err)
+	}
+	missing := workflows.SearchAttributes()
+	for name := range have.GetCustomAttributes() {
+		delete(missing, name)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if _, err := ops.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: missing,
+	}); err != nil {
+		return fmt.Errorf("add search attributes: %w", err)
+	}
+	return nil
+}
+
+// newActivities wires the steps to the engines and stores the
+// configuration selects.
+func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry) (*activities.Activities, error) {
+	tools, err := audio.NewTools()
+	if err != nil {
+		return nil, err
+	}
+	engines := map[string]activities.Recognizer{}
+	// The local engine is available whenever pocketsphinx is installed, so
+	// a job can name it even where another engine is the default.
+	if e, err := local.New(local.Config{ModelDir: cfg.PocketsphinxModel}); err == nil {
+		engines[local.Name] = e
+	} else if cfg.Engine == local.Name {
+		return nil, err
+	}
+	work := os.TempDir()
+	return &activities.Activities{
+		Blobs:       blobs,
+		Audio:       tools,
+		Engines:     engines,
+		Repliers:    map[job.Source]activities.Replier{},
+		Metrics:     tel.metrics,
+		WorkDir:     work,
+		MaxDuration: cfg.MaxDuration,
+	}, nil
+}
+
+// newWorker registers the workflow and the steps on the task queue.
+func newWorker(c client.Client, acts *activities.Activities, tel *telemetry) worker.Worker {
+	w := worker.New(c, workflows.TaskQueue, worker.Options{
+		Interceptors: []interceptor.WorkerInterceptor{&activities.Interceptor{Metrics: tel.metrics}},
+		// Give in-flight steps time to finish before a stop abandons them;
+		// Temporal hands abandoned ones to another worker after their lease.
+		WorkerStopTimeout: 10 * time.Second,
+	})
+	w.RegisterWorkflowWithOptions(workflows.TranscribeRecording, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	w.RegisterActivity(acts)
+	return w
+}
+
+func policyFrom(cfg config.Config) workflows.Policy {
+	return workflows.Policy{Backoff: cfg.RetrySchedule, MaxAttempts: cfg.MaxAttempts, ParkFor: cfg.ParkFor}
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/config"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/transcript"
+	"github.com/transcriber/transcriber/workflows"
+)
+
+const jobsUsage = `Usage: transcriber jobs <list|show|revive|cancel> [flags] [ID]
+
+Operator commands over the jobs of TEMPORAL_ADDRESS (default: the
+"transcriber up" on this machine).
+
+  list [--state S]   jobs, newest first; S is accepted, converting,
+                     transcribing, replying, done, failed, dead or cancelled
+  show ID            a job's state, failure, attempts and transcript
+  revive ID          resume a failed or dead job from the step that stopped it
+  cancel ID          cancel a job; its recording is kept
+
+The same is possible in the Temporal Web UI (search TranscriptionState="dead",
+signal "revive") and with the temporal CLI.`
+
+func runJobs(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stderr, jobsUsage)
+		if len(args) == 0 {
+			return usageError("jobs needs a subcommand")
+		}
+		return nil
+	}
+	sub, rest := args[0], args[1:]
+	cfg, err := config.Load(env)
+	if err != nil {
+		return &exitError{code: 2, msg: "configuration: " + err.Error()}
+	}
+	fs := newFlagSet("jobs "+sub, jobsUsage, stderr)
+	cfg.RegisterFlags(fs)
+	state := ""
+	asJSON := false
+	format := "txt"
+	switch sub {
+	case "list":
+		fs.StringVar(&state, "state", "", "only jobs in this state")
+	case "show":
+		fs.BoolVar(&asJSON, "json", false, "print the status as JSON")
+		fs.StringVar(&format, "format", "txt", "transcript format: "+strings.Join(transcript.Formats, ", "))
+	case "revive", "cancel":
+	default:
+		return usageError("unknown jobs subcommand %q (want list, show, revive or cancel)", sub)
+	}
+	if err := loadConfig(fs, &cfg, rest); err != nil {
+		return err
+	}
+	var id string
+	if sub != "list" {
+		if fs.NArg() != 1 {
+			return usageError("jobs %s needs exactly one job ID", sub)
+		}
+		id = fs.Arg(0)
+	} else if fs.NArg() != 0 {
+		return usageError("jobs list takes no arguments")
+	}
+	logger := newLogger(cfg, stderr)
+	conn, err := connect(ctx, cfg, dialLocal, logger, nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	c := conn.client
+	switch sub {
+	case "list":
+		return listJobs(ctx, c, cfg.TemporalNamespace, state, stdout)
+	case "show":
+		return showJob(ctx, c, cfg, id, asJSON, format, stdout)
+	case "revive":
+		return reviveJob(ctx, c, id, stdout)
+	default:
+		return cancelJob(ctx, c, id, stdout)
+	}
+}
+
+func listJobs(ctx context.Context, c client.Client, namespace, state string, w io.Writer) error {
+	q := fmt.Sprintf("WorkflowType = '%s'", workflows.WorkflowName)
+	if state != "" {
+		if strings.ContainsAny(state, `'"\`) {
+			return usageError("--state %q is not a state", state)
+		}
+		q += fmt.Sprintf(" AND %s = '%s'", workflows.StateKey.GetName(), state)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tSOURCE\tENGINE\tSTARTED")
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: namespace, Query: q, NextPageToken: token, PageSize: 500,
+		})
+		if err != nil {
+			return fmt.Errorf("list jobs: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			sa := e.GetSearchAttributes()
+			field := func(name string) string {
+				p := sa.GetIndexedFields()[name]
+				var s string
+				if p == nil || json.Unmarshal(p.GetData(), &s) != nil {
+					return "-"
+				}
+				return s
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.GetExecution().GetWorkflowId(),
+				field(workflows.StateKey.GetName()), field(workflows.SourceKey.GetName()),
+				field(workflows.EngineKey.GetName()), e.GetStartTime().AsTime().Local().Format(time.DateTime))
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			break
+		}
+	}
+	return tw.Flush()
+}
+
+func showJob(ctx context.Context, c client.Client, cfg config.Config, id string, asJSON bool, format string, w io.Writer) error {
+	st, err := queryStatus(ctx, c, id)
+	if err != nil {
+		return notFound(id, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	row("id", st.JobID)
+	row("state", string(st.State))
+	row("source", string(st.Source))
+	row("engine", st.Engine)
+	row("language", st.Language)
+	row("detected language", st.DetectedLanguage)
+	row("title", st.Title)
+	row("note", st.Note)
+	row("original", st.Original.Name)
+	if st.Duration > 0 {
+		row("duration", st.Duration.Round(time.Millisecond).String())
+	}
+	row("accepted", st.AcceptedAt.Local().Format(time.DateTime))
+	if !st.FinishedAt.IsZero() {
+		row("finished", st.FinishedAt.Local().Format(time.DateTime))
+	}
+	if st.Revivals > 0 {
+		row("revivals", fmt.Sprint(st.Revivals))
+	}
+	if f := st.Failure; f != nil {
+		row("failure", fmt.Sprintf("%s at %s: %s", f.Kind, f.Step, f.Message))
+		if f.Attempts > 0 {
+			row("attempts", fmt.Sprint(f.Attempts))
+		}
+	}
+	// A step that is retrying shows its attempt and last error, which the
+	// workflow itself does not see until the step gives up.
+	if desc, err := c.DescribeWorkflowExecution(ctx, id, ""); err == nil {
+		for _, pa := range desc.GetPendingActivities() {
+			row("step", fmt.Sprintf("%s, attempt %d", pa.GetActivityType().GetName(), pa.GetAttempt()))
+			if lf := pa.GetLastFailure(); lf != nil {
+				row("last error", lf.GetMessage())
+			}
+			if t := pa.GetNextAttemptScheduleTime(); t != nil {
+				row("next attempt", t.AsTime().Local().Format(time.DateTime))
+			}
+		}
+	}
+	if st.TranscriptKey != "" {
+		row("transcript key", st.TranscriptKey)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if st.State == job.Done && st.TranscriptKey != "" {
+		blobs, err := blob.NewLocal(cfg.BlobDir())
+		if err != nil {
+			return err
+		}
+		doc, err := readTranscript(ctx, blobs, st.TranscriptKey)
+		if err != nil {
+			return fmt.Errorf("transcript of job %s is not in %s (a worker on another machine may hold it): %w", id, cfg.BlobDir(), err)
+		}
+		fmt.Fprintln(w, "transcript:")
+		return transcript.Render(w, doc, format)
+	}
+	return nil
+}
+
+func readTranscript(ctx context.Context, blobs *blob.Local, key string) (transcript.Document, error) {
+	r, err := blobs.Open(ctx, key)
+	if err != nil {
+		return transcript.Document{}, err
+	}
+	defer r.Close()
+	return transcript.Decode(r)
+}
+
+func reviveJob(ctx context.Context, c client.Client, id string, w io.Writer) error {
+	st, err := queryStatus(ctx, c, id)
+	if err != nil {
+		return notFound(id, err)
+	}
+	if st.State != job.Failed && st.State != job.Dead {
+		return &exitError{code: 1, msg: fmt.Sprintf("job %s is %s; only failed or dead jobs can be revived", id, st.State)}
+	}
+	if err := c.SignalWorkflow(ctx, id, "", workflows.SignalRevive, nil); err != nil {
+		return fmt.Errorf("revive job %s: %w", id, err)
+	}
+	fmt.Fprintf(w, "job %s revived: it resumes at %s\n", id, stepOf(st))
+	return nil
+}
+
+func stepOf(st workflows.Status) job.State {
+	if st.Failure != nil {
+		return st.Failure.Step
+	}
+	return st.State
+}
+
+func cancelJob(ctx context.Context, c client.Client, id string, w io.Writer) error {
+	if err := c.CancelWorkflow(ctx, id, ""); err != nil {
+		return notFound(id, err)
+	}
+	fmt.Fprintf(w, "job %s cancelled; its recording is kept\n", id)
+	return nil
+}
+
+func notFound(id string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return &exitError{code: 1, msg: fmt.Sprintf("no job %s", id)}
+	}
+	return err
+}

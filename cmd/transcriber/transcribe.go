@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/config"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/transcript"
+	"github.com/transcriber/transcriber/workflows"
+)
+
+const transcribeUsage = `Usage: transcriber transcribe [flags] FILE...
+
+Transcribes each FILE (any audio or video ffmpeg reads) and prints the
+transcripts to standard output, in order. Without TEMPORAL_ADDRESS it runs a
+private in-memory Temporal server and worker inside this process; with it,
+the jobs go to that cluster (whose workers must see the same data dir).
+Exits non-zero, naming the state and the reason, when a job fails or dies.`
+
+func runTranscribe(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := config.Load(env)
+	if err != nil {
+		return &exitError{code: 2, msg: "configuration: " + err.Error()}
+	}
+	fs := newFlagSet("transcribe", transcribeUsage, stderr)
+	cfg.RegisterFlags(fs)
+	format := fs.String("format", "txt", "output format: "+strings.Join(transcript.Formats, ", "))
+	language := fs.String("language", "", "language of the speech, e.g. en or ru; empty lets the engine decide")
+	if err := loadConfig(fs, &cfg, args); err != nil {
+		return err
+	}
+	files := fs.Args()
+	if len(files) == 0 {
+		fs.Usage()
+		return usageError("give at least one FILE")
+	}
+	if !validFormat(*format) {
+		return usageError("--format %q: want one of %s", *format, strings.Join(transcript.Formats, ", "))
+	}
+	// Unreadable and empty files are refused before anything starts, so
+	// nothing is created for them.
+	for _, f := range files {
+		if err := checkInput(f); err != nil {
+			return &exitError{code: 1, msg: err.Error()}
+		}
+	}
+
+	logger := newLogger(cfg, stderr)
+	blobDir := cfg.BlobDir()
+	mode := dialLocal
+	if cfg.TemporalAddress == "" {
+		// A one-shot run keeps nothing: its server lives in memory and its
+		// files in a temporary directory removed at exit.
+		mode = embedEphemeral
+		tmp, err := os.MkdirTemp("", "transcriber-*")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		blobDir = tmp
+		if env("TRANSCRIBER_LOG_LEVEL") == "" {
+			// The outcome of every file is printed; logs would repeat it.
+			cfg.LogLevel = slog.LevelError
+			logger = newLogger(cfg, stderr)
+		}
+	}
+	blobs, err := blob.NewLocal(blobDir)
+	if err != nil {
+		return err
+	}
+	tel := newTelemetry()
+	conn, err := connect(ctx, cfg, mode, logger, tel)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if conn.server != nil {
+		acts, err := newActivities(cfg, blobs, tel)
+		if err != nil {
+			return err
+		}
+		w := newWorker(conn.client, acts, tel)
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("start worker: %w", err)
+		}
+		defer w.Stop()
+	}
+
+	ids := make([]string, len(files))
+	for i, f := range files {
+		id, err := submitFile(ctx, conn.client, blobs, cfg, f, *language)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		ids[i] = id
+	}
+	var failed []string
+	for i, f := range files {
+		st, err := awaitSettled(ctx, conn.client, ids[i])
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if len(files) > 1 {
+			fmt.Fprintf(stdout, "==> %s <==\n", f)
+		}
+		if st.State != job.Done {
+			msg := fmt.Sprintf("%s: job %s is %s", f, st.JobID, st.State)
+			if st.Failure != nil {
+				msg += fmt.Sprintf(" (%s at %s): %s", st.Failure.Kind, st.Failure.Step, st.Failure.Message)
+			}
+			if st.State == job.Failed || st.State == job.Dead {
+				if mode == embedEphemeral {
+					msg += "; nothing was kept"
+				} else {
+					msg += fmt.Sprintf("; revive it with: transcriber jobs revive %s", st.JobID)
+				}
+			}
+			fmt.Fprintln(stderr, "transcriber:", msg)
+			failed = append(failed, f)
+			continue
+		}
+		if err := printTranscript(ctx, stdout, blobs, st.TranscriptKey, *format); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	if len(failed) > 0 {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+func validFormat(f string) bool {
+	for _, v := range transcript.Formats {
+		if v == f {
+			return true
+		}
+	}
+	return false
+}
+
+func checkInput(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s: cannot read it: %w", path, errors.Unwrap(err))
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file", path)
+	}
+	if st.Size() == 0 {
+		return fmt.Errorf("%s: %s: the file has no bytes; nothing was submitted", path, job.EmptyAudio)
+	}
+	return nil
+}
+
+// submitFile keeps the recording in the blob store, then starts its job.
+// The store comes first: a job never refers to bytes that are not kept.
+func submitFile(ctx context.Context, c client.Client, blobs *blob.Local, cfg config.Config, path, language string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("read: %w", err)
+	}
+	id := workflows.CLIJobID(h.Sum(nil), cfg.Engine, language)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	key := blob.JobKey(id, "original"+safeExt(path))
+	size, err := blobs.Put(ctx, key, f)
+	if err != nil {
+		return "", err
+	}
+	in := workflows.Input{
+		Source:     job.SourceCLI,
+		Original:   workflows.Original{Key: key, Name: filepath.Base(path), Size: size},
+		Engine:     cfg.Engine,
+		Language:   language,
+		Policy:     policyFrom(cfg),
+		AcceptedAt: time.Now(),
+	}
+	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        id,
+		TaskQueue: workflows.TaskQueue,
+		// The same file submitted while its job runs joins that job; once the
+		// job has closed, submitting it again starts afresh.
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.StateKey.ValueSet(string(job.Accepted)),
+			workflows.SourceKey.ValueSet(string(job.SourceCLI)),
+			workflows.EngineKey.ValueSet(cfg.Engine),
+		),
+	}, workflows.WorkflowName, in)
+	if err != nil {
+		return "", fmt.Errorf("start job: %w", err)
+	}
+	return id, nil
+}
+
+// safeExt keeps a short alphanumeric extension of a file name, which helps
+// people reading the store, and drops anything else a hostile name holds.
+func safeExt(name string) string {
+	ext := strings.ToLower(filepath.Ext(name))
+	if len(ext) < 2 || len(ext) > 9 {
+		return ".bin"
+	}
+	for _, r := range ext[1:] {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return ".bin"
+		}
+	}
+	return ext
+}
+
+// awaitSettled polls the job's status until it is done, failed, dead or
+// cancelled. Failed and dead jobs stay open for revive, so their workflow
+// does not complete and waiting for its result would hang.
+func awaitSettled(ctx context.Context, c client.Client, id string) (workflows.Status, error) {
+	wait := 50 * time.Millisecond
+	for {
+		st, err := queryStatus(ctx, c, id)
+		if err != nil {
+			return st, err
+		}
+		if st.State.Settled() {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("stopped waiting for job %s (state %s); it goes on", id, st.State)
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, time.Second)
+	}
+}
+
+func queryStatus(ctx context.Context, c client.Client, id string) (workflows.Status, error) {
+	var st workflows.Status
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return st, fmt.Errorf("status of job %s: %w", id, err)
+	}
+	if err := v.Get(&st); err != nil {
+		return st, fmt.Errorf("status of job %s: %w", id, err)
+	}
+	return st, nil
+}
+
+func printTranscript(ctx context.Context, w io.Writer, blobs *blob.Local, key, format string) error {
+	doc, err := readTranscript(ctx, blobs, key)
+	if err != nil {
+		return err
+	}
+	return transcript.Render(w, doc, format)
+}

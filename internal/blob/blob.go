@@ -1,0 +1,172 @@
+// Package blob stores the bytes of a job — the original recording, the
+// converted audio, transcripts and raw engine responses — under string keys,
+// so that workflows and activities exchange keys and never the bytes.
+package blob
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrNotFound is returned for a key that holds nothing.
+var ErrNotFound = errors.New("blob not found")
+
+// JobKey names an object that belongs to a job. Job ids come from outside
+// (idempotency keys, chat ids), so an id that is not plainly safe as a path
+// segment is replaced by its hash.
+func JobKey(jobID, name string) string {
+	return "jobs/" + safeSegment(jobID) + "/" + name
+}
+
+func safeSegment(s string) string {
+	if s != "" && len(s) <= 128 && s != "." && s != ".." && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}) < 0 {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "h-" + hex.EncodeToString(sum[:16])
+}
+
+// ValidKey reports whether key is a relative slash-separated path without
+// empty, "." or ".." segments.
+func ValidKey(key string) bool {
+	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "\\") || strings.ContainsRune(key, 0) {
+		return false
+	}
+	for _, seg := range strings.Split(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// Local keeps blobs as files under a root directory.
+type Local struct {
+	root string
+}
+
+// NewLocal opens (creating if needed) a store rooted at dir.
+func NewLocal(dir string) (*Local, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("blob store %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o750); err != nil {
+		return nil, fmt.Errorf("blob store %s: %w", dir, err)
+	}
+	return &Local{root: abs}, nil
+}
+
+// Root is the directory the store writes to.
+func (s *Local) Root() string { return s.root }
+
+// Path returns the file that holds key. Tools such as ffmpeg read it in
+// place instead of from a copy.
+func (s *Local) Path(key string) (string, error) {
+	if !ValidKey(key) {
+		return "", fmt.Errorf("invalid blob key %q", key)
+	}
+	return filepath.Join(s.root, filepath.FromSlash(key)), nil
+}
+
+// Put stores everything r yields under key, replacing what was there. The
+// object appears whole or not at all: it is written to a temporary file,
+// synced, and renamed into place, so a crash never leaves half a recording
+// under a valid key.
+func (s *Local) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
+	path, err := s.Path(key)
+	if err != nil {
+		return 0, err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return 0, fmt.Errorf("put %s: %w", key, err)
+	}
+	f, err := os.CreateTemp(dir, ".put-*")
+	if err != nil {
+		return 0, fmt.Errorf("put %s: %w", key, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	n, err := io.Copy(f, contextReader{ctx, r})
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("put %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// Open returns a reader of the object at key.
+func (s *Local) Open(_ context.Context, key string) (io.ReadCloser, error) {
+	path, err := s.Path(key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", key, err)
+	}
+	return f, nil
+}
+
+// Size returns the length of the object at key.
+func (s *Local) Size(_ context.Context, key string) (int64, error) {
+	path, err := s.Path(key)
+	if err != nil {
+		return 0, err
+	}
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("stat %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stat %s: %w", key, err)
+	}
+	return st.Size(), nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// contextReader stops a long copy when its context ends.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -1,0 +1,305 @@
+// Package devserver runs a complete Temporal server inside the transcriber
+// process: frontend, history, matching and worker services on loopback, SQLite
+// persistence (a file, or memory for one-shot runs) and, optionally, the
+// Temporal Web UI. It lets a single binary do what otherwise needs a cluster.
+package devserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/membership/static"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+const clusterName = "active"
+
+// Options describe one embedded server.
+type Options struct {
+	// DatabaseFile is the SQLite file that holds all state. Empty keeps
+	// everything in memory: it is gone when the process ends.
+	DatabaseFile string
+	// Host is the address all services bind to; loopback unless the operator
+	// deliberately exposes the frontend.
+	Host string
+	// FrontendPort is the gRPC port clients dial. Zero picks a free port.
+	FrontendPort int
+	// UIAddr is host:port for the Web UI; empty disables it.
+	UIAddr string
+	// Namespace is created at start with SearchAttributes registered.
+	Namespace        string
+	SearchAttributes map[string]enumspb.IndexedValueType
+	// Retention is how long closed workflows stay visible in the namespace.
+	Retention time.Duration
+	// Logger receives the server's own logs at LogLevel and above.
+	Logger   *slog.Logger
+	LogLevel slog.Level
+}
+
+// Server is a running embedded Temporal server.
+type Server struct {
+	server       temporal.Server
+	ui           *uiserver.Server
+	frontendAddr string
+	uiAddr       string
+}
+
+// Start builds and starts the server. It returns once the frontend accepts
+// connections.
+func Start(opts Options) (*Server, error) {
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Namespace == "" {
+		return nil, errors.New("devserver: namespace is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = 7 * 24 * time.Hour
+	}
+	if opts.FrontendPort == 0 {
+		p, err := freePort(opts.Host)
+		if err != nil {
+			return nil, err
+		}
+		opts.FrontendPort = p
+	} else if err := portAvailable(opts.Host, opts.FrontendPort); err != nil {
+		return nil, fmt.Errorf("temporal frontend port: %w", err)
+	}
+	// The UI server exits the whole process when it cannot bind, so the
+	// address is checked here where the failure can still be reported.
+	if opts.UIAddr != "" {
+		l, err := net.Listen("tcp", opts.UIAddr)
+		if err != nil {
+			return nil, fmt.Errorf("web ui address: %w", err)
+		}
+		_ = l.Close()
+	}
+
+	conf, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	sqlConf := conf.Persistence.DataStores[sqliteplugin.PluginName].SQL
+	if err := prepareDatabase(sqlConf, opts); err != nil {
+		return nil, err
+	}
+
+	logger := newServerLogger(opts.Logger, opts.LogLevel)
+	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
+	if err != nil {
+		return nil, fmt.Errorf("devserver authorizer: %w", err)
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
+	if err != nil {
+		return nil, fmt.Errorf("devserver claim mapper: %w", err)
+	}
+	hosts := map[primitives.ServiceName]static.Hosts{}
+	for _, svc := range []primitives.ServiceName{primitives.FrontendService, primitives.HistoryService, primitives.MatchingService, primitives.WorkerService} {
+		hosts[svc] = static.SingleLocalHost(net.JoinHostPort(opts.Host, strconv.Itoa(conf.Services[string(svc)].RPC.GRPCPort)))
+	}
+	dyn := dynamicconfig.StaticClient{
+		// Visibility answers immediately after an upsert in a single-node
+		// server; operators list jobs right after they change state.
+		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(hosts),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dyn),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("devserver start: %w", err)
+	}
+	s := &Server{server: srv, frontendAddr: conf.PublicClient.HostPort}
+
+	if opts.UIAddr != "" {
+		host, portStr, _ := net.SplitHostPort(opts.UIAddr)
+		port, _ := strconv.Atoi(portStr)
+		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+			Host:                host,
+			Port:                port,
+			TemporalGRPCAddress: s.frontendAddr,
+			EnableUI:            true,
+			DefaultNamespace:    opts.Namespace,
+			CORS:                uiconfig.CORS{CookieInsecure: true},
+			HideLogs:            true,
+			DisableNewsFetch:    true,
+		}))
+		s.uiAddr = opts.UIAddr
+		go func() {
+			if err := s.ui.Start(); err != nil {
+				opts.Logger.Error("web ui stopped", "error", err)
+			}
+		}()
+	}
+	return s, nil
+}
+
+// FrontendAddr is the host:port SDK clients dial.
+func (s *Server) FrontendAddr() string { return s.frontendAddr }
+
+// UIAddr is where the Web UI listens, or empty.
+func (s *Server) UIAddr() string { return s.uiAddr }
+
+// Stop shuts the UI and all server services down.
+func (s *Server) Stop() error {
+	if s.ui != nil {
+		s.ui.Stop()
+	}
+	return s.server.Stop()
+}
+
+func buildConfig(opts Options) (*config.Config, error) {
+	var conf config.Config
+	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	conf.Global.Membership.BroadcastAddress = opts.Host
+
+	sqlConf := &config.SQL{PluginName: sqliteplugin.PluginName}
+	if opts.DatabaseFile == "" {
+		// The SQLite plugin creates the schema of a memory database itself and
+		// keeps its connection for the life of the process.
+		sqlConf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
+		sqlConf.DatabaseName = "transcriber-" + strconv.FormatUint(rand.Uint64(), 36)
+	} else {
+		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc"}
+		sqlConf.DatabaseName = opts.DatabaseFile
+	}
+	conf.Persistence.DefaultStore = sqliteplugin.PluginName
+	conf.Persistence.VisibilityStore = sqliteplugin.PluginName
+	conf.Persistence.NumHistoryShards = 1
+	conf.Persistence.DataStores = map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlConf}}
+
+	frontend := net.JoinHostPort(opts.Host, strconv.Itoa(opts.FrontendPort))
+	httpPort, err := freePort(opts.Host)
+	if err != nil {
+		return nil, err
+	}
+	conf.ClusterMetadata = &cluster.Config{
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			clusterName: {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             frontend,
+				HTTPAddress:            net.JoinHostPort(opts.Host, strconv.Itoa(httpPort)),
+			},
+		},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	conf.Services = map[string]config.Service{}
+	for _, name := range []string{"frontend", "history", "matching", "worker"} {
+		var svc config.Service
+		svc.RPC.BindOnIP = opts.Host
+		if name == "frontend" {
+			svc.RPC.GRPCPort = opts.FrontendPort
+			svc.RPC.HTTPPort = httpPort
+		} else {
+			p, err := freePort(opts.Host)
+			if err != nil {
+				return nil, err
+			}
+			svc.RPC.GRPCPort = p
+		}
+		conf.Services[name] = svc
+	}
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	conf.PublicClient.HostPort = frontend
+	return &conf, nil
+}
+
+// prepareDatabase creates the schema for a new database file and registers
+// the namespace with its search attributes. Both are no-ops when present, so a
+// restart reuses everything the file already holds.
+func prepareDatabase(sqlConf *config.SQL, opts Options) error {
+	if opts.DatabaseFile != "" {
+		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(filepath.Dir(opts.DatabaseFile), 0o750); err != nil {
+				return fmt.Errorf("devserver data dir: %w", err)
+			}
+			if err := sqliteschema.SetupSchema(sqlConf); err != nil {
+				_ = os.Remove(opts.DatabaseFile)
+				return fmt.Errorf("devserver schema %s: %w", opts.DatabaseFile, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("devserver database %s: %w", opts.DatabaseFile, err)
+		}
+	}
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, opts.Namespace, false, opts.SearchAttributes)
+	if err != nil {
+		return fmt.Errorf("devserver namespace %s: %w", opts.Namespace, err)
+	}
+	ns.Detail.Config.Retention = durationpb.New(opts.Retention)
+	if err := sqliteschema.CreateNamespaces(sqlConf, ns); err != nil {
+		return fmt.Errorf("devserver namespace %s: %w", opts.Namespace, err)
+	}
+	return nil
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func portAvailable(host string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+// WaitReady blocks until the frontend answers or ctx ends.
+func WaitReady(ctx context.Context, addr string) error {
+	var d net.Dialer
+	for {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("temporal frontend %s not ready: %w", addr, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,164 @@
+// Package engine holds what every speech engine shares: the request and
+// result shapes and the classification of engine errors into permanent
+// verdicts and temporary trouble. The engines themselves live in
+// subpackages; the activities declare the small interface they call.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Request asks an engine to recognise one normalised audio file.
+type Request struct {
+	// AudioPath is a local file in the format the engine asked for
+	// (see audio.Format); engines stream it, never read it whole.
+	AudioPath string
+	// Language is a BCP 47 code such as "en" or "ru"; empty lets the engine
+	// decide when it can.
+	Language string
+	// Duration of the audio, for engines whose limits or timeouts depend on it.
+	Duration time.Duration
+}
+
+// Segment is a stretch of recognised speech with its place in the audio.
+type Segment struct {
+	Start time.Duration `json:"start"`
+	End   time.Duration `json:"end"`
+	Text  string        `json:"text"`
+}
+
+// Result is a finished recognition.
+type Result struct {
+	Text     string    `json:"text"`
+	Language string    `json:"language,omitempty"`
+	Segments []Segment `json:"segments,omitempty"`
+	// Raw is the provider's response exactly as received, kept for audits
+	// and for re-parsing after a parser fix.
+	Raw []byte `json:"-"`
+	// RawType is the media type of Raw, e.g. "application/json".
+	RawType string `json:"-"`
+}
+
+// Submission is the answer to a submit or a check: either a finished Result
+// or the id of an operation that is still running on the engine's side.
+type Submission struct {
+	OperationID string
+	Result      *Result
+}
+
+// Done reports whether the submission carries a finished result.
+func (s Submission) Done() bool { return s.Result != nil }
+
+// Kind classifies why an engine call failed. It decides what the pipeline
+// does next, so every engine maps its protocol's errors onto these.
+type Kind string
+
+const (
+	// Rejected: the engine refused this request and will refuse it again
+	// (bad request, unsupported file, too large). Permanent.
+	Rejected Kind = "engine_rejected"
+	// Unauthorized: credentials are missing, wrong or lack permission.
+	// Permanent until the owner fixes the configuration.
+	Unauthorized Kind = "engine_unauthorized"
+	// OperationFailed: the engine accepted the job and then reported that it
+	// failed. Permanent.
+	OperationFailed Kind = "operation_failed"
+	// Unavailable: the engine answered but cannot serve now (429, 5xx,
+	// malformed answer). Temporary.
+	Unavailable Kind = "service_error"
+	// Unreachable: the request never reached the engine or got no answer
+	// (connection refused, DNS, reset, client-side timeout). Temporary.
+	Unreachable Kind = "no_ack"
+)
+
+// Permanent reports whether retrying the same request cannot help.
+func (k Kind) Permanent() bool {
+	switch k {
+	case Rejected, Unauthorized, OperationFailed:
+		return true
+	}
+	return false
+}
+
+// Error is an engine failure with its classification.
+type Error struct {
+	Kind Kind
+	// Status is the HTTP status, when there was one.
+	Status int
+	// RetryAfter is the engine's own hint, zero when it gave none.
+	RetryAfter time.Duration
+	// Message is safe to show to the sender and to log: it never contains
+	// credentials or recognised text.
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Message)
+	if e.Status != 0 && !strings.Contains(e.Message, fmt.Sprint(e.Status)) {
+		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an Error of the given kind.
+func Errorf(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// AsError finds an engine Error in err's chain.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// ClassifyHTTP maps an HTTP status of a provider's answer onto a Kind,
+// following the common REST conventions that OpenAI-compatible servers and
+// the cloud providers share.
+func ClassifyHTTP(status int) Kind {
+	switch {
+	case status == 401 || status == 403:
+		return Unauthorized
+	case status == 408 || status == 409 || status == 425 || status == 429:
+		return Unavailable
+	case status >= 500:
+		return Unavailable
+	case status >= 400:
+		return Rejected
+	}
+	return Unavailable
+}
+
+// ParseRetryAfter reads a Retry-After header value: delay seconds or an HTTP
+// date. It returns zero for anything it cannot read.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(v); err == nil {
+		if secs < 0 {
+			return 0
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

@@ -1,0 +1,53 @@
+// Package httpapi serves transcriber's HTTP endpoints: liveness, readiness
+// and Prometheus metrics for every role.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check reports whether a dependency is usable; nil means ready.
+type Check func(ctx context.Context) error
+
+// Options configure the handler.
+type Options struct {
+	// Gatherer is the registry served on /metrics.
+	Gatherer prometheus.Gatherer
+	// Ready are the checks behind /readyz, by name.
+	Ready map[string]Check
+}
+
+// NewHandler returns the router of the HTTP server.
+func NewHandler(opts Options) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		status, checks := http.StatusOK, map[string]string{}
+		for name, check := range opts.Ready {
+			if err := check(ctx); err != nil {
+				status, checks[name] = http.StatusServiceUnavailable, err.Error()
+				continue
+			}
+			checks[name] = "ok"
+		}
+		writeJSON(w, status, map[string]any{"ready": status == http.StatusOK, "checks": checks})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

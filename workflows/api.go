@@ -1,0 +1,68 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+)
+
+// Names that workers, intakes, operators and the Temporal Web UI share.
+// Changing one breaks running jobs and operators' habits: add, never rename.
+const (
+	// TaskQueue is where jobs and their activities wait for a worker.
+	TaskQueue = "transcriber"
+	// WorkflowName is the workflow type of one job.
+	WorkflowName = "TranscribeRecording"
+
+	// SignalRevive resumes a failed or dead job from the step that stopped it,
+	// with fresh attempts.
+	SignalRevive = "revive"
+	// QueryStatus returns the job's Status.
+	QueryStatus = "status"
+	// UpdateSetLanguage changes the job's language; validated, returns Status.
+	UpdateSetLanguage = "set_language"
+	// UpdateAnnotate sets the owner's title and note; returns Status.
+	UpdateAnnotate = "annotate"
+)
+
+// Search attributes, upserted on every state change so that operators find
+// jobs in the Web UI, e.g. TranscriptionState="dead".
+var (
+	StateKey  = temporal.NewSearchAttributeKeyKeyword("TranscriptionState")
+	SourceKey = temporal.NewSearchAttributeKeyKeyword("TranscriptionSource")
+	EngineKey = temporal.NewSearchAttributeKeyKeyword("TranscriptionEngine")
+)
+
+// SearchAttributes lists the custom search attributes a namespace needs.
+func SearchAttributes() map[string]enumspb.IndexedValueType {
+	return map[string]enumspb.IndexedValueType{
+		StateKey.GetName():  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SourceKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		EngineKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	}
+}
+
+// TelegramJobID is the job of one Telegram message: a redelivered update
+// finds the job it already started.
+func TelegramJobID(chatID int64, messageID int) string {
+	return "tg-" + strconv.FormatInt(chatID, 10) + "-" + strconv.Itoa(messageID)
+}
+
+// HTTPJobID is the job of one idempotency key (or content hash) of the API.
+func HTTPJobID(key string) string { return "http-" + key }
+
+// CLIJobID names a command-line job by what determines its result: the
+// recording's bytes, the engine and the language. Submitting the same file
+// again while it runs attaches to the running job instead of doubling work.
+func CLIJobID(contentSHA256 []byte, engine, language string) string {
+	h := sha256.New()
+	h.Write(contentSHA256)
+	h.Write([]byte{0})
+	h.Write([]byte(engine))
+	h.Write([]byte{0})
+	h.Write([]byte(language))
+	return "cli-" + hex.EncodeToString(h.Sum(nil)[:12])
+}

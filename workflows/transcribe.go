@@ -1,0 +1,452 @@
+// Package workflows holds TranscribeRecording, the life of one recording:
+// convert, recognise, reply, with failed and dead jobs parked until an
+// operator revives them. It is deterministic orchestration only; all I/O
+// happens in the activities.
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/transcriber/transcriber/activities"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/metrics"
+)
+
+// a is only used to name activity methods in a type-safe way.
+var a *activities.Activities
+
+const (
+	// convertTimeout bounds one conversion attempt. ffmpeg decodes the
+	// longest accepted recording (hours) in a few minutes; a lost worker is
+	// noticed much sooner through the heartbeat.
+	convertTimeout = 30 * time.Minute
+	// recognizeBase and recognizePerAudio size one recognition attempt from
+	// the audio's duration: pocketsphinx needs about a quarter of real time
+	// on one core, remote engines less; three times real time leaves room
+	// for a busy machine.
+	recognizeBase     = 10 * time.Minute
+	recognizePerAudio = 3
+	// heartbeatTimeout is how soon a silent worker loses its lease on a long
+	// step. Steps heartbeat every few seconds.
+	heartbeatTimeout = time.Minute
+	// checkTimeout bounds one status request to an engine.
+	checkTimeout = 2 * time.Minute
+	// replyTimeout bounds one delivery attempt, a document upload included.
+	replyTimeout = 5 * time.Minute
+	// operationBase and operationPerAudio size the wait for an engine
+	// operation: providers promise results within a small multiple of the
+	// audio's duration.
+	operationBase     = 30 * time.Minute
+	operationPerAudio = 4
+	// historyLimit starts a new run before the event history of a long wait
+	// grows large; Temporal also suggests continue-as-new on its own limits.
+	historyLimit = 2000
+)
+
+// verdictKinds never retry, whatever an activity says.
+var verdictKinds = []string{
+	string(job.EmptyAudio), string(job.UnsupportedFormat), string(job.TooLong), string(job.NoSpeech),
+	string(job.EngineRejected), string(job.EngineUnauthorized), string(job.OperationFailed), string(job.EngineNotConfigured),
+}
+
+var languagePattern = regexp.MustCompile(`^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`)
+
+// TranscribeRecording runs one job to its outcome.
+func TranscribeRecording(ctx workflow.Context, in Input) (Result, error) {
+	j := newJob(ctx, in)
+	if err := j.handle(ctx); err != nil {
+		return Result{}, err
+	}
+	if in.Resume == nil {
+		if err := j.enter(ctx, job.Accepted); err != nil {
+			return Result{}, err
+		}
+	}
+	for {
+		err := j.run(ctx)
+		switch {
+		case err == nil:
+			j.finish(ctx, job.Done, nil)
+			return j.result(), nil
+		case errors.Is(err, errContinueAsNew):
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return j.cancelled(ctx)
+			}
+			next := in
+			next.Resume = &j.s
+			return Result{}, workflow.NewContinueAsNewError(ctx, TranscribeRecording, next)
+		case temporal.IsCanceledError(err) || ctx.Err() != nil:
+			return j.cancelled(ctx)
+		}
+		f, dead := j.failure(ctx, err)
+		if revived := j.park(ctx, f, dead); !revived {
+			if ctx.Err() != nil {
+				return j.cancelled(ctx)
+			}
+			return j.result(), nil
+		}
+	}
+}
+
+var errContinueAsNew = errors.New("continue as new")
+
+type jobState struct {
+	s Status
+	// parked is true while the job waits for revive; revive signals that
+	// arrive at other times are ignored.
+	parked  bool
+	revived bool
+}
+
+func newJob(ctx workflow.Context, in Input) *jobState {
+	if in.Resume != nil {
+		return &jobState{s: *in.Resume}
+	}
+	info := workflow.GetInfo(ctx)
+	now := workflow.Now(ctx)
+	accepted := in.AcceptedAt
+	if accepted.IsZero() {
+		accepted = now
+	}
+	p := in.Policy
+	if len(p.Backoff) == 0 {
+		p.Backoff = DefaultBackoff
+	}
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.ParkFor <= 0 {
+		p.ParkFor = DefaultParkFor
+	}
+	return &jobState{s: Status{
+		JobID:      info.WorkflowExecution.ID,
+		State:      job.Accepted,
+		Source:     in.Source,
+		Engine:     in.Engine,
+		Language:   in.Language,
+		Title:      in.Title,
+		Original:   in.Original,
+		Recipient:  in.Recipient,
+		Policy:     p,
+		AcceptedAt: accepted,
+		UpdatedAt:  now,
+	}}
+}
+
+// handle registers the query, the updates and the revive signal.
+func (j *jobState) handle(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) {
+		return j.s, nil
+	}); err != nil {
+		return fmt.Errorf("register %s query: %w", QueryStatus, err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetLanguage,
+		func(ctx workflow.Context, req SetLanguageRequest) (Status, error) {
+			j.s.Language = req.Language
+			j.s.UpdatedAt = workflow.Now(ctx)
+			return j.s, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req SetLanguageRequest) error {
+			if req.Language != "" && !languagePattern.MatchString(req.Language) {
+				return fmt.Errorf("language %q is not a language code such as en or ru", req.Language)
+			}
+			if j.s.State.Settled() && j.s.State != job.Failed && j.s.State != job.Dead {
+				return fmt.Errorf("the job is %s; its language can no longer change", j.s.State)
+			}
+			return nil
+		}},
+	); err != nil {
+		return fmt.Errorf("register %s update: %w", UpdateSetLanguage, err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAnnotate,
+		func(ctx workflow.Context, req AnnotateRequest) (Status, error) {
+			if req.Title != "" {
+				j.s.Title = req.Title
+			}
+			if req.Note != "" {
+				j.s.Note = req.Note
+			}
+			j.s.UpdatedAt = workflow.Now(ctx)
+			return j.s, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req AnnotateRequest) error {
+			if len(req.Title) > 1000 || len(req.Note) > 10000 {
+				return errors.New("title is limited to 1000 bytes and note to 10000")
+			}
+			return nil
+		}},
+	); err != nil {
+		return fmt.Errorf("register %s update: %w", UpdateAnnotate, err)
+	}
+	revive := workflow.GetSignalChannel(ctx, SignalRevive)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			revive.Receive(ctx, nil)
+			if ctx.Err() != nil {
+				return
+			}
+			if j.parked {
+				j.revived = true
+			} else {
+				workflow.GetLogger(ctx).Info("revive ignored: the job is not failed or dead", "job_id", j.s.JobID, "state", string(j.s.State))
+			}
+		}
+	})
+	return nil
+}
+
+// run does the steps that are not done yet, so that a revived job resumes
+// from the step that stopped it.
+func (j *jobState) run(ctx workflow.Context) error {
+	if j.s.AudioKey == "" {
+		if err := j.enter(ctx, job.Converting); err != nil {
+			return err
+		}
+		var out activities.ConvertOutput
+		err := workflow.ExecuteActivity(j.stepOptions(ctx, convertTimeout, heartbeatTimeout), a.Convert, activities.ConvertInput{
+			Call: j.call(), OriginalKey: j.s.Original.Key, Engine: j.s.Engine,
+		}).Get(ctx, &out)
+		if err != nil {
+			return err
+		}
+		j.s.AudioKey, j.s.Duration = out.AudioKey, out.Duration
+	}
+	if j.s.TranscriptKey == "" {
+		if err := j.enter(ctx, job.Transcribing); err != nil {
+			return err
+		}
+		if err := j.recognize(ctx); err != nil {
+			return err
+		}
+	}
+	if !j.s.Replied {
+		if err := j.enter(ctx, job.Replying); err != nil {
+			return err
+		}
+		if err := j.reply(ctx, job.Done, nil); err != nil {
+			return err
+		}
+		j.s.Replied = true
+	}
+	return nil
+}
+
+// recognize submits the audio, then checks a running operation on the
+// engine's fixed interval until it finishes or its deadline passes. Checks
+// that find the operation still running are successes and spend no attempt.
+func (j *jobState) recognize(ctx workflow.Context) error {
+	if j.s.OperationID == "" {
+		timeout := recognizeBase + recognizePerAudio*j.s.Duration
+		var rec activities.Recognition
+		err := workflow.ExecuteActivity(j.stepOptions(ctx, timeout, heartbeatTimeout), a.Recognize, activities.RecognizeInput{
+			Call: j.call(), AudioKey: j.s.AudioKey, Engine: j.s.Engine, Language: j.s.Language, Duration: j.s.Duration,
+		}).Get(ctx, &rec)
+		if err != nil {
+			return err
+		}
+		if rec.Done {
+			j.recognized(rec)
+			return nil
+		}
+		j.s.OperationID = rec.OperationID
+		j.s.OperationDeadline = workflow.Now(ctx).Add(operationBase + operationPerAudio*j.s.Duration)
+		j.s.PollInterval = rec.PollAfter
+	}
+	for {
+		if !workflow.Now(ctx).Before(j.s.OperationDeadline) {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("the engine did not finish the operation by its deadline %s", j.s.OperationDeadline.Format(time.RFC3339)),
+				string(job.Timeout), nil)
+		}
+		info := workflow.GetInfo(ctx)
+		if info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > historyLimit {
+			return errContinueAsNew
+		}
+		wait := min(j.s.PollInterval, j.s.OperationDeadline.Sub(workflow.Now(ctx)))
+		if err := workflow.Sleep(ctx, wait); err != nil {
+			return err
+		}
+		var rec activities.Recognition
+		err := workflow.ExecuteActivity(j.stepOptions(ctx, checkTimeout, 0), a.CheckRecognition, activities.CheckInput{
+			Call: j.call(), Engine: j.s.Engine, OperationID: j.s.OperationID, Duration: j.s.Duration,
+		}).Get(ctx, &rec)
+		if err != nil {
+			return err
+		}
+		if rec.Done {
+			j.recognized(rec)
+			return nil
+		}
+	}
+}
+
+func (j *jobState) recognized(rec activities.Recognition) {
+	j.s.TranscriptKey, j.s.RawKey = rec.TranscriptKey, rec.RawKey
+	j.s.DetectedLanguage, j.s.Words = rec.Language, rec.Words
+	j.s.OperationID, j.s.OperationDeadline = "", time.Time{}
+}
+
+func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) error {
+	return workflow.ExecuteActivity(j.stepOptions(ctx, replyTimeout, 0), a.SendReply, activities.ReplyInput{
+		Call: j.call(),
+		Reply: activities.Reply{
+			JobID: j.s.JobID, Source: j.s.Source, Recipient: j.s.Recipient,
+			State: state, TranscriptKey: j.s.TranscriptKey, Failure: f,
+		},
+	}).Get(ctx, nil)
+}
+
+func (j *jobState) call() activities.Call {
+	return activities.Call{Backoff: j.s.Policy.Backoff}
+}
+
+// stepOptions gives a step its lease and retry policy. Every attempt starts
+// on a fresh counter when the step is called again after a revive.
+func (j *jobState) stepOptions(ctx workflow.Context, startToClose, heartbeat time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: startToClose,
+		HeartbeatTimeout:    heartbeat,
+		RetryPolicy:         j.s.Policy.retryPolicy(),
+	})
+}
+
+// retryPolicy approximates the back-off schedule for failures that carry no
+// delay of their own (timeouts, crashed workers): a geometric series from
+// the first to the longest wait. Failures reported by a step use the exact
+// schedule through their NextRetryDelay.
+func (p Policy) retryPolicy() *temporal.RetryPolicy {
+	first, longest := p.Backoff[0], slices.Max(p.Backoff)
+	coefficient := 1.0
+	if n := len(p.Backoff); n > 1 && longest > first && first > 0 {
+		coefficient = math.Pow(float64(longest)/float64(first), 1/float64(n-1))
+	}
+	return &temporal.RetryPolicy{
+		InitialInterval:        max(first, time.Millisecond),
+		BackoffCoefficient:     coefficient,
+		MaximumInterval:        max(longest, time.Millisecond),
+		MaximumAttempts:        int32(p.MaxAttempts),
+		NonRetryableErrorTypes: verdictKinds,
+	}
+}
+
+// enter moves the job to a new state and publishes it to visibility.
+func (j *jobState) enter(ctx workflow.Context, s job.State) error {
+	j.s.State = s
+	j.s.UpdatedAt = workflow.Now(ctx)
+	err := workflow.UpsertTypedSearchAttributes(ctx,
+		StateKey.ValueSet(string(s)),
+		SourceKey.ValueSet(string(j.s.Source)),
+		EngineKey.ValueSet(j.s.Engine),
+	)
+	if err != nil {
+		return fmt.Errorf("publish state %s: %w", s, err)
+	}
+	return nil
+}
+
+// failure reads what stopped a step. A definitive verdict fails the job. A
+// retryable failure reaches the workflow only once Temporal has spent every
+// attempt on it, and time that ran out is the same kind of exhaustion: both
+// make the job dead.
+func (j *jobState) failure(ctx workflow.Context, err error) (job.Failure, bool) {
+	f := job.Failure{Kind: job.Internal, Step: j.s.State, Message: err.Error(), At: workflow.Now(ctx)}
+	dead := true
+	var appErr *temporal.ApplicationError
+	var timeoutErr *temporal.TimeoutError
+	switch {
+	case errors.As(err, &appErr):
+		f.Kind, f.Message = job.Kind(appErr.Type()), appErr.Message()
+		dead = !(appErr.NonRetryable() || slices.Contains(verdictKinds, appErr.Type())) || f.Kind == job.Timeout
+	case errors.As(err, &timeoutErr):
+		f.Kind = job.Timeout
+		f.Message = fmt.Sprintf("the step did not finish in time (%s timeout)", timeoutName(timeoutErr.TimeoutType()))
+	}
+	var actErr *temporal.ActivityError
+	if dead && errors.As(err, &actErr) && actErr.RetryState() != enumspb.RETRY_STATE_TIMEOUT {
+		f.Attempts = j.s.Policy.MaxAttempts
+	}
+	return f, dead
+}
+
+func timeoutName(t enumspb.TimeoutType) string {
+	switch t {
+	case enumspb.TIMEOUT_TYPE_HEARTBEAT:
+		return "heartbeat"
+	case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE:
+		return "schedule-to-close"
+	case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+		return "schedule-to-start"
+	}
+	return "start-to-close"
+}
+
+// park is the one place where a job becomes failed or dead: it records the
+// failure, tells the sender, and waits for revive. It reports whether the
+// job was revived.
+func (j *jobState) park(ctx workflow.Context, f job.Failure, dead bool) bool {
+	state := job.Failed
+	if dead {
+		state = job.Dead
+	}
+	j.s.Failure = &f
+	logger := workflow.GetLogger(ctx)
+	logger.Warn("job stopped", "job_id", j.s.JobID, "state", string(state), "step", string(f.Step), "kind", string(f.Kind))
+	if err := j.enter(ctx, state); err != nil {
+		logger.Error("publish state failed", "job_id", j.s.JobID, "error", err)
+	}
+	j.count(ctx, state, &f)
+	if err := j.reply(ctx, state, &f); err != nil && ctx.Err() == nil {
+		logger.Warn("failure notice not delivered", "job_id", j.s.JobID, "error", err)
+	}
+	j.parked, j.revived = true, false
+	ok, err := workflow.AwaitWithTimeout(ctx, j.s.Policy.ParkFor, func() bool { return j.revived })
+	j.parked = false
+	if err != nil || !ok {
+		if err == nil {
+			j.s.FinishedAt = workflow.Now(ctx)
+		}
+		return false
+	}
+	j.s.Revivals++
+	j.s.Failure = nil
+	logger.Info("job revived", "job_id", j.s.JobID, "step", string(f.Step))
+	return true
+}
+
+func (j *jobState) finish(ctx workflow.Context, state job.State, f *job.Failure) {
+	j.s.FinishedAt = workflow.Now(ctx)
+	if err := j.enter(ctx, state); err != nil {
+		workflow.GetLogger(ctx).Error("publish state failed", "job_id", j.s.JobID, "error", err)
+	}
+	j.count(ctx, state, f)
+}
+
+// count reports an outcome. The SDK's metrics handler skips replays, so a
+// job is counted once per outcome however often its history is replayed.
+func (j *jobState) count(ctx workflow.Context, state job.State, f *job.Failure) {
+	h := workflow.GetMetricsHandler(ctx)
+	h.WithTags(map[string]string{"source": string(j.s.Source), "outcome": string(state)}).Counter(metrics.JobsTotal).Inc(1)
+	if f != nil {
+		h.WithTags(map[string]string{"kind": string(f.Kind)}).Counter(metrics.FailuresTotal).Inc(1)
+	}
+	h.Timer(metrics.JobDurationSecond).Record(workflow.Now(ctx).Sub(j.s.AcceptedAt))
+}
+
+func (j *jobState) cancelled(ctx workflow.Context) (Result, error) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	j.finish(dctx, job.Cancelled, nil)
+	return j.result(), temporal.NewCanceledError("the job was cancelled")
+}
+
+func (j *jobState) result() Result {
+	return Result{State: j.s.State, TranscriptKey: j.s.TranscriptKey, Failure: j.s.Failure}
+}

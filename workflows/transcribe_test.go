@@ -1,0 +1,297 @@
+package workflows
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/transcriber/transcriber/activities"
+	"github.com/transcriber/transcriber/internal/job"
+)
+
+type workflowSuite struct {
+	suite.Suite
+	testsuite.WorkflowTestSuite
+	env *testsuite.TestWorkflowEnvironment
+}
+
+func TestWorkflow(t *testing.T) { suite.Run(t, new(workflowSuite)) }
+
+func (s *workflowSuite) SetupTest() {
+	s.env = s.NewTestWorkflowEnvironment()
+	s.env.RegisterWorkflowWithOptions(TranscribeRecording, workflow.RegisterOptions{Name: WorkflowName})
+	s.env.RegisterActivity(&activities.Activities{})
+}
+
+func (s *workflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
+
+func testInput() Input {
+	return Input{
+		Source:   job.SourceCLI,
+		Original: Original{Key: "jobs/j/original.ogg", Name: "voice.ogg", Size: 100},
+		Engine:   "local",
+		Policy:   Policy{Backoff: []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}, MaxAttempts: 5, ParkFor: 24 * time.Hour},
+	}
+}
+
+var converted = activities.ConvertOutput{AudioKey: "jobs/j/audio.wav", Duration: 3 * time.Second}
+
+var recognized = activities.Recognition{Done: true, TranscriptKey: "jobs/j/transcript.json", RawKey: "jobs/j/raw-local.txt", Language: "en", Words: 4}
+
+func (s *workflowSuite) status() Status {
+	v, err := s.env.QueryWorkflow(QueryStatus)
+	s.Require().NoError(err)
+	var st Status
+	s.Require().NoError(v.Get(&st))
+	return st
+}
+
+func (s *workflowSuite) result() Result {
+	s.Require().True(s.env.IsWorkflowCompleted())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var r Result
+	s.Require().NoError(s.env.GetWorkflowResult(&r))
+	return r
+}
+
+// Scenario: a recording goes from accepted to done
+func (s *workflowSuite) Test_RecordingReachesDone() {
+	var states []string
+	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		if v, ok := sa.GetKeyword(StateKey); ok {
+			states = append(states, v)
+		}
+	}).Return(nil)
+	s.env.OnActivity(a.Convert, mock.Anything, mock.MatchedBy(func(in activities.ConvertInput) bool {
+		return in.OriginalKey == "jobs/j/original.ogg" && in.Engine == "local"
+	})).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.MatchedBy(func(in activities.RecognizeInput) bool {
+		return in.AudioKey == converted.AudioKey && in.Duration == converted.Duration
+	})).Return(recognized, nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
+		return in.State == job.Done && in.TranscriptKey == recognized.TranscriptKey && in.Failure == nil
+	})).Return(nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	r := s.result()
+	s.Equal(job.Done, r.State)
+	s.Equal(recognized.TranscriptKey, r.TranscriptKey)
+	s.Equal([]string{"accepted", "converting", "transcribing", "replying", "done"}, states)
+	st := s.status()
+	s.Equal(job.Done, st.State)
+	s.Equal(3*time.Second, st.Duration)
+	s.Equal("en", st.DetectedLanguage)
+	s.Equal(4, st.Words)
+	s.False(st.FinishedAt.IsZero())
+}
+
+// Scenario: undecodable input fails the job at once without retries
+func (s *workflowSuite) Test_VerdictFailsWithoutRetry() {
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(activities.ConvertOutput{},
+		temporal.NewNonRetryableApplicationError("the file is not audio", string(job.UnsupportedFormat), nil)).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
+		return in.State == job.Failed && in.Failure != nil && in.Failure.Kind == job.UnsupportedFormat
+	})).Return(nil).Once()
+	var parked Status
+	s.env.RegisterDelayedCallback(func() { parked = s.status() }, time.Hour)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	s.Equal(job.Failed, parked.State)
+	s.Require().NotNil(parked.Failure)
+	s.Equal(job.UnsupportedFormat, parked.Failure.Kind)
+	s.Equal(job.Converting, parked.Failure.Step)
+	s.Equal("the file is not audio", parked.Failure.Message)
+	r := s.result()
+	s.Equal(job.Failed, r.State, "closes as failed when nobody revives it")
+}
+
+// Scenario: an engine operation is polled on a fixed timer
+func (s *workflowSuite) Test_RunningOperationIsPolledOnFixedTimer() {
+	const interval = 15 * time.Second
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
+		activities.Recognition{OperationID: "op-1", PollAfter: interval}, nil).Once()
+	var checks []time.Time
+	running := activities.Recognition{OperationID: "op-1", PollAfter: interval}
+	s.env.OnActivity(a.CheckRecognition, mock.Anything, mock.MatchedBy(func(in activities.CheckInput) bool {
+		return in.OperationID == "op-1"
+	})).Return(func(context.Context, activities.CheckInput) (activities.Recognition, error) {
+		checks = append(checks, s.env.Now())
+		if len(checks) < 4 {
+			return running, nil
+		}
+		return recognized, nil
+	}).Times(4)
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	s.Equal(job.Done, s.result().State)
+	s.Require().Len(checks, 4)
+	for i := 1; i < len(checks); i++ {
+		s.Equal(interval, checks[i].Sub(checks[i-1]), "check %d", i)
+	}
+}
+
+// Scenario: a step that keeps failing makes the job dead after the last attempt
+func (s *workflowSuite) Test_ExhaustedAttemptsMakeJobDead() {
+	in := testInput()
+	in.Policy.MaxAttempts = 3
+	calls := 0
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.RecognizeInput) (activities.Recognition, error) {
+			calls++
+			return activities.Recognition{}, temporal.NewApplicationError("engine answered 503", string(job.ServiceError))
+		}).Times(3)
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
+		return in.State == job.Dead && in.Failure.Kind == job.ServiceError
+	})).Return(nil).Once()
+	var parked Status
+	s.env.RegisterDelayedCallback(func() { parked = s.status() }, 12*time.Hour)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(3, calls)
+	s.Equal(job.Dead, parked.State)
+	s.Require().NotNil(parked.Failure)
+	s.Equal(job.ServiceError, parked.Failure.Kind)
+	s.Equal(job.Transcribing, parked.Failure.Step)
+	s.Equal(3, parked.Failure.Attempts)
+	s.Equal(job.Dead, s.result().State)
+}
+
+// Scenario: revive resumes a dead job at the step that stopped it
+func (s *workflowSuite) Test_ReviveResumesFromFailedStep() {
+	in := testInput()
+	in.Policy.MaxAttempts = 2
+	healthy := false
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.RecognizeInput) (activities.Recognition, error) {
+			if healthy {
+				return recognized, nil
+			}
+			return activities.Recognition{}, temporal.NewApplicationError("engine answered 503", string(job.ServiceError))
+		}).Times(3)
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool { return in.State == job.Dead })).Return(nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool { return in.State == job.Done })).Return(nil).Once()
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal(job.Dead, s.status().State)
+		healthy = true
+		s.env.SignalWorkflow(SignalRevive, nil)
+	}, time.Hour)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	r := s.result()
+	s.Equal(job.Done, r.State)
+	st := s.status()
+	s.Equal(1, st.Revivals)
+	s.Nil(st.Failure)
+}
+
+// Scenario: a revive sent while the job is running is ignored
+func (s *workflowSuite) Test_ReviveWhileRunningIsIgnored() {
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).After(time.Minute).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(activities.Recognition{},
+		temporal.NewNonRetryableApplicationError("nothing heard", string(job.NoSpeech), nil)).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(SignalRevive, nil) }, 10*time.Second)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	r := s.result()
+	s.Equal(job.Failed, r.State, "the early revive must not undo the later failure")
+	s.Equal(job.NoSpeech, r.Failure.Kind)
+}
+
+// Scenario: an operation that never finishes ends at its deadline as timeout
+func (s *workflowSuite) Test_OperationDeadlineMakesJobDead() {
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
+		activities.Recognition{OperationID: "op-1", PollAfter: time.Minute}, nil).Once()
+	s.env.OnActivity(a.CheckRecognition, mock.Anything, mock.Anything).Return(
+		activities.Recognition{OperationID: "op-1", PollAfter: time.Minute}, nil)
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
+		return in.State == job.Dead && in.Failure.Kind == job.Timeout
+	})).Return(nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	r := s.result()
+	s.Equal(job.Dead, r.State)
+	s.Equal(job.Timeout, r.Failure.Kind)
+}
+
+// Scenario: cancelling a job stops it and reports cancelled
+func (s *workflowSuite) Test_CancelStopsJob() {
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).After(time.Hour).Return(converted, nil).Maybe()
+	s.env.RegisterDelayedCallback(func() { s.env.CancelWorkflow() }, time.Minute)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	s.True(s.env.IsWorkflowCompleted())
+	s.True(temporal.IsCanceledError(s.env.GetWorkflowError()))
+	s.Equal(job.Cancelled, s.status().State)
+}
+
+// Scenario: the owner changes the language while a step runs
+func (s *workflowSuite) Test_OwnerLanguageSurvivesStepResult() {
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).After(time.Minute).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.MatchedBy(func(in activities.RecognizeInput) bool {
+		return in.Language == "ru"
+	})).Return(activities.Recognition{Done: true, TranscriptKey: "k", Language: "en"}, nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(UpdateSetLanguage, "u1", &testUpdateCallback{s: s}, SetLanguageRequest{Language: "ru"})
+		s.env.UpdateWorkflow(UpdateAnnotate, "u2", &testUpdateCallback{s: s}, AnnotateRequest{Title: "Standup", Note: "ask Ann"})
+		s.env.UpdateWorkflow(UpdateSetLanguage, "u3", &testUpdateCallback{s: s, wantReject: true}, SetLanguageRequest{Language: "not a language!"})
+	}, 10*time.Second)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	s.Equal(job.Done, s.result().State)
+	st := s.status()
+	s.Equal("ru", st.Language, "the owner's choice is kept")
+	s.Equal("en", st.DetectedLanguage, "what the engine heard is recorded apart")
+	s.Equal("Standup", st.Title)
+	s.Equal("ask Ann", st.Note)
+}
+
+// Scenario: back-off between attempts follows the configured schedule
+func (s *workflowSuite) Test_RetryPolicyFollowsSchedule() {
+	p := Policy{Backoff: []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}, MaxAttempts: 5}
+	rp := p.retryPolicy()
+	s.Equal(30*time.Second, rp.InitialInterval)
+	s.Equal(30*time.Minute, rp.MaximumInterval)
+	s.EqualValues(5, rp.MaximumAttempts)
+	s.InDelta(3.91, rp.BackoffCoefficient, 0.01)
+	s.Contains(rp.NonRetryableErrorTypes, string(job.NoSpeech))
+	even := Policy{Backoff: []time.Duration{time.Second, time.Second}, MaxAttempts: 3}.retryPolicy()
+	s.Equal(1.0, even.BackoffCoefficient)
+}
+
+type testUpdateCallback struct {
+	s          *workflowSuite
+	wantReject bool
+}
+
+func (c *testUpdateCallback) Accept() { c.s.False(c.wantReject, "update accepted") }
+func (c *testUpdateCallback) Reject(err error) {
+	c.s.True(c.wantReject, "update rejected: %v", err)
+}
+func (c *testUpdateCallback) Complete(_ any, err error) {
+	if !c.wantReject {
+		c.s.NoError(err)
+	}
+}

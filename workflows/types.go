@@ -1,0 +1,113 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/transcriber/transcriber/internal/job"
+)
+
+// Input starts one job.
+type Input struct {
+	Source    job.Source     `json:"source"`
+	Original  Original       `json:"original"`
+	Engine    string         `json:"engine"`
+	Language  string         `json:"language,omitempty"`
+	Title     string         `json:"title,omitempty"`
+	Recipient *job.Recipient `json:"recipient,omitempty"`
+	Policy    Policy         `json:"policy"`
+	// AcceptedAt is when the intake took the recording, for the job's
+	// duration metric; zero means when the workflow started.
+	AcceptedAt time.Time `json:"accepted_at,omitzero"`
+	// Resume carries the job's state across continue-as-new; nil when a job
+	// starts.
+	Resume *Status `json:"resume,omitempty"`
+}
+
+// Original is the recording as the sender gave it.
+type Original struct {
+	// Key of the stored bytes in the blob store.
+	Key  string `json:"key"`
+	Name string `json:"name,omitempty"`
+	MIME string `json:"mime,omitempty"`
+	Size int64  `json:"size,omitempty"`
+}
+
+// Policy is how persistent a job is. It travels with the job, so the intake
+// that accepted it decides, and a later change of worker configuration does
+// not alter jobs already running.
+type Policy struct {
+	// Backoff is the wait after each failed attempt of a step: the first
+	// entry after the first failure, the last one repeated.
+	Backoff []time.Duration `json:"backoff"`
+	// MaxAttempts a step may take before the job is dead.
+	MaxAttempts int `json:"max_attempts"`
+	// ParkFor is how long a failed or dead job waits for revive before it
+	// closes for good.
+	ParkFor time.Duration `json:"park_for"`
+}
+
+// Defaults of Policy, from the recording-lifecycle specification: waits of
+// 30 s, 2 min, 10 min and 30 min, the fifth failure gives up.
+var (
+	DefaultBackoff     = []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}
+	DefaultMaxAttempts = 5
+	DefaultParkFor     = 30 * 24 * time.Hour
+)
+
+// DefaultPolicy returns the default Policy.
+func DefaultPolicy() Policy {
+	return Policy{Backoff: append([]time.Duration(nil), DefaultBackoff...), MaxAttempts: DefaultMaxAttempts, ParkFor: DefaultParkFor}
+}
+
+// Status is the state of a job, as the status query returns it.
+type Status struct {
+	JobID  string     `json:"job_id"`
+	State  job.State  `json:"state"`
+	Source job.Source `json:"source"`
+	Engine string     `json:"engine"`
+	// Language is the owner's choice; DetectedLanguage what the engine heard.
+	Language         string        `json:"language,omitempty"`
+	DetectedLanguage string        `json:"detected_language,omitempty"`
+	Title            string        `json:"title,omitempty"`
+	Note             string        `json:"note,omitempty"`
+	Original         Original      `json:"original"`
+	AudioKey         string        `json:"audio_key,omitempty"`
+	Duration         time.Duration `json:"duration,omitempty"`
+	OperationID      string        `json:"operation_id,omitempty"`
+	// PollInterval is the engine's fixed wait between checks.
+	PollInterval time.Duration `json:"poll_interval,omitempty"`
+	// OperationDeadline ends the wait for an engine operation.
+	OperationDeadline time.Time    `json:"operation_deadline,omitzero"`
+	TranscriptKey     string       `json:"transcript_key,omitempty"`
+	RawKey            string       `json:"raw_key,omitempty"`
+	Words             int          `json:"words,omitempty"`
+	Replied           bool         `json:"replied,omitempty"`
+	Failure           *job.Failure `json:"failure,omitempty"`
+	// Revivals counts how often an operator resumed the job.
+	Revivals   int       `json:"revivals,omitempty"`
+	AcceptedAt time.Time `json:"accepted_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Recipient and Policy travel with the job across continue-as-new.
+	Recipient *job.Recipient `json:"recipient,omitempty"`
+	Policy    Policy         `json:"policy"`
+}
+
+// Result is what a closed job returns.
+type Result struct {
+	State         job.State    `json:"state"`
+	TranscriptKey string       `json:"transcript_key,omitempty"`
+	Failure       *job.Failure `json:"failure,omitempty"`
+}
+
+// SetLanguageRequest is the argument of the set_language update.
+type SetLanguageRequest struct {
+	Language string `json:"language"`
+}
+
+// AnnotateRequest is the argument of the annotate update. Empty fields are
+// left as they are.
+type AnnotateRequest struct {
+	Title string `json:"title,omitempty"`
+	Note  string `json:"note,omitempty"`
+}
