@@ -60,7 +60,7 @@ type Activities struct {
 	// Repliers by source; a source without one (the command line) has
 	// nothing to deliver.
 	Repliers map[job.Source]Replier
-	Metrics *metrics.Metrics
+	Metrics  *metrics.Metrics
 	// WorkDir holds temporary files while a step runs.
 	WorkDir string
 	// MaxDuration is the longest recording accepted.

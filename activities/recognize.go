@@ -157,4 +157,3 @@ func rawExt(contentType string) string {
 	}
 	return ".bin"
 }
-

@@ -182,8 +182,8 @@ type upInstance struct {
 	// getenv is the environment of up itself; client that of commands
 	// talking to it, as an operator on the same machine would set it.
 	getenv, client func(string) string
-	stop               func()
-	logs               *syncBuffer
+	stop           func()
+	logs           *syncBuffer
 }
 
 type syncBuffer struct {

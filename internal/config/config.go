@@ -40,8 +40,8 @@ type Config struct {
 // setting is one variable and its flag.
 type setting struct {
 	env, flag, def, usage string
-	secret              bool
-	set                 func(c *Config, v string) error
+	secret                bool
+	set                   func(c *Config, v string) error
 }
 
 var settings = []setting{
@@ -56,17 +56,29 @@ var settings = []setting{
 	{"TRANSCRIBER_RETRY_SCHEDULE", "retry-schedule", "30s,2m,10m,30m", "waits between attempts of a failing step, comma-separated; the last repeats", false,
 		func(c *Config, v string) (err error) { c.RetrySchedule, err = parseSchedule(v); return err }},
 	{"TRANSCRIBER_MAX_ATTEMPTS", "max-attempts", "5", "attempts a step may take before the job is dead", false,
-		func(c *Config, v string) (err error) { c.MaxAttempts, err = strconv.Atoi(strings.TrimSpace(v)); return err }},
+		func(c *Config, v string) (err error) {
+			c.MaxAttempts, err = strconv.Atoi(strings.TrimSpace(v))
+			return err
+		}},
 	{"TRANSCRIBER_PARK_FOR", "park-for", "720h", "how long a failed or dead job waits for revive before it closes", false,
-		func(c *Config, v string) (err error) { c.ParkFor, err = time.ParseDuration(strings.TrimSpace(v)); return err }},
+		func(c *Config, v string) (err error) {
+			c.ParkFor, err = time.ParseDuration(strings.TrimSpace(v))
+			return err
+		}},
 	{"TRANSCRIBER_MAX_DURATION", "max-duration", "4h", "longest recording accepted", false,
-		func(c *Config, v string) (err error) { c.MaxDuration, err = time.ParseDuration(strings.TrimSpace(v)); return err }},
+		func(c *Config, v string) (err error) {
+			c.MaxDuration, err = time.ParseDuration(strings.TrimSpace(v))
+			return err
+		}},
 	{"TRANSCRIBER_HTTP_ADDR", "http-addr", "127.0.0.1:8080", "address of the HTTP server (health, metrics, API)", false,
 		func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
 	{"TRANSCRIBER_UI_ADDR", "ui-addr", "127.0.0.1:8233", "address of the embedded Temporal Web UI; empty disables it", false,
 		func(c *Config, v string) error { c.UIAddr = v; return nil }},
 	{"TRANSCRIBER_TEMPORAL_PORT", "temporal-port", "7233", "gRPC port of the embedded Temporal server", false,
-		func(c *Config, v string) (err error) { c.TemporalPort, err = strconv.Atoi(strings.TrimSpace(v)); return err }},
+		func(c *Config, v string) (err error) {
+			c.TemporalPort, err = strconv.Atoi(strings.TrimSpace(v))
+			return err
+		}},
 	{"OPENAI_BASE_URL", "openai-base-url", "https://api.openai.com/v1", "base URL of the OpenAI-compatible server", false,
 		func(c *Config, v string) error { c.OpenAIBaseURL = strings.TrimSpace(v); return nil }},
 	{"OPENAI_API_KEY", "", "", "API key of the OpenAI-compatible server (environment only)", true,

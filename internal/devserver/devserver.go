@@ -123,7 +123,7 @@ func Start(opts Options) (*Server, error) {
 	dyn := dynamicconfig.StaticClient{
 		// Visibility answers immediately after an upsert in a single-node
 		// server; operators list jobs right after they change state.
-		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key():      true,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
 	}
 	srv, err := temporal.NewServer(

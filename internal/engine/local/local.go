@@ -176,7 +176,9 @@ func parse(out []byte) engine.Result {
 	return res
 }
 
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)).Round(time.Millisecond) }
+func seconds(f float64) time.Duration {
+	return time.Duration(f * float64(time.Second)).Round(time.Millisecond)
+}
 
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
@@ -188,4 +190,3 @@ func lastLine(s string) string {
 	}
 	return s
 }
-
