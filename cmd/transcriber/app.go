@@ -25,6 +25,7 @@ import (
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/devserver"
 	"github.com/transcriber/transcriber/internal/engine/local"
+	"github.com/transcriber/transcriber/internal/engine/openai"
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/metrics"
 	"github.com/transcriber/transcriber/workflows"
@@ -190,6 +191,13 @@ func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry) (*activ
 		engines[local.Name] = e
 	} else if cfg.Engine == local.Name {
 		return nil, err
+	}
+	if cfg.Engine == "openai" || cfg.OpenAIAPIKey != "" {
+		e, err := openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.OpenAIModel}, nil)
+		if err != nil {
+			return nil, err
+		}
+		engines[e.Name()] = e
 	}
 	work := os.TempDir()
 	return &activities.Activities{

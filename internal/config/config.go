@@ -72,8 +72,14 @@ var settings = []setting{
 		}},
 	{"TRANSCRIBER_HTTP_ADDR", "http-addr", "127.0.0.1:8080", "address of the HTTP server (health, metrics, API)", false,
 		func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
-	{"TRANSCRIBER_UI_ADDR", "ui-addr", "127.0.0.1:8233", "address of the embedded Temporal Web UI; empty disables it", false,
-		func(c *Config, v string) error { c.UIAddr = v; return nil }},
+	{"TRANSCRIBER_UI_ADDR", "ui-addr", "127.0.0.1:8233", "address of the embedded Temporal Web UI; off disables it", false,
+		func(c *Config, v string) error {
+			if strings.EqualFold(strings.TrimSpace(v), "off") {
+				v = ""
+			}
+			c.UIAddr = v
+			return nil
+		}},
 	{"TRANSCRIBER_TEMPORAL_PORT", "temporal-port", "7233", "gRPC port of the embedded Temporal server", false,
 		func(c *Config, v string) (err error) {
 			c.TemporalPort, err = strconv.Atoi(strings.TrimSpace(v))

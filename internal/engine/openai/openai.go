@@ -142,9 +142,10 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 		return engine.Submission{}, &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
 			Message: fmt.Sprintf("malformed response: larger than %d bytes", e.maxResponse)}
 	}
-	res, err := parseResult(body, resp.Header.Get("Content-Type"))
-	if err != nil {
-		return engine.Submission{}, err
+	res, perr := parseResult(body, resp.Header.Get("Content-Type"))
+	if perr != nil {
+		perr.Status = resp.StatusCode
+		return engine.Submission{}, perr
 	}
 	if res.Language == "" {
 		// The server was told the language and did not contradict it.
@@ -383,7 +384,7 @@ type transcription struct {
 	} `json:"segments"`
 }
 
-func parseResult(body []byte, contentType string) (engine.Result, error) {
+func parseResult(body []byte, contentType string) (engine.Result, *engine.Error) {
 	mediaType, _, _ := mime.ParseMediaType(contentType)
 	isJSON := mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")
 	switch {
@@ -407,7 +408,7 @@ func looksLikeJSON(body []byte) bool {
 	return strings.HasPrefix(s, "{")
 }
 
-func parseJSON(body []byte, contentType string) (engine.Result, error) {
+func parseJSON(body []byte, contentType string) (engine.Result, *engine.Error) {
 	var t transcription
 	if err := json.Unmarshal(body, &t); err != nil {
 		return engine.Result{}, &engine.Error{Kind: engine.Unavailable, Message: "malformed response: not valid JSON", Err: err}
