@@ -32,7 +32,7 @@ spec-check:
 	@$(GO) run ./scripts/speccheck
 
 fmt:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$(gofmt -l cmd activities workflows internal scripts); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:

@@ -119,6 +119,7 @@ func appError(t *testing.T, err error) *temporal.ApplicationError {
 
 var schedule = Call{Backoff: []time.Duration{30 * time.Second, 2 * time.Minute}}
 
+// Scenario: A conversion heartbeats its progress
 func TestConvertVoiceNote(t *testing.T) {
 	testaudio.Require(t)
 	f := newFixture(t, &fakeEngine{format: audio.WAV16kMono})
@@ -148,6 +149,7 @@ func TestConvertVoiceNote(t *testing.T) {
 	}
 }
 
+// Scenario: Input verdicts of the conversion step
 func TestConvertVerdicts(t *testing.T) {
 	testaudio.Require(t)
 	tests := []struct {
@@ -178,6 +180,7 @@ func TestConvertVerdicts(t *testing.T) {
 	}
 }
 
+// Scenario: Input verdicts of the conversion step
 func TestConvertRefusesTooLong(t *testing.T) {
 	testaudio.Require(t)
 	f := newFixture(t, &fakeEngine{format: audio.WAV16kMono})
@@ -197,6 +200,7 @@ func storedAudio(t *testing.T, f *fixture) string {
 	return "jobs/x/audio.wav"
 }
 
+// Scenario: A transcript is stored with the raw response
 func TestRecognizeStoresTranscriptAndRaw(t *testing.T) {
 	eng := &fakeEngine{submit: func(_ context.Context, req engine.Request) (engine.Submission, error) {
 		if req.Language != "en" {
@@ -242,6 +246,7 @@ func TestRecognizeStoresTranscriptAndRaw(t *testing.T) {
 	}
 }
 
+// Scenario: No speech is a verdict and the raw answer is kept
 func TestRecognizeNoSpeechKeepsRaw(t *testing.T) {
 	eng := &fakeEngine{submit: func(context.Context, engine.Request) (engine.Submission, error) {
 		return engine.Submission{Result: &engine.Result{Text: "  \n", Raw: []byte("nothing"), RawType: "text/plain"}}, nil
@@ -256,6 +261,7 @@ func TestRecognizeNoSpeechKeepsRaw(t *testing.T) {
 	}
 }
 
+// Scenario: Every engine error is classified once
 func TestRecognizeErrorClassification(t *testing.T) {
 	tests := []struct {
 		name          string
@@ -291,6 +297,7 @@ func TestRecognizeErrorClassification(t *testing.T) {
 	}
 }
 
+// Scenario: A recognition heartbeats and stops when cancelled
 func TestRecognizeHeartbeatsAndStopsOnCancel(t *testing.T) {
 	started := make(chan struct{})
 	eng := &fakeEngine{submit: func(ctx context.Context, _ engine.Request) (engine.Submission, error) {
@@ -329,6 +336,7 @@ func TestRecognizeHeartbeatsAndStopsOnCancel(t *testing.T) {
 	}
 }
 
+// Scenario: A running operation is a success of the check step
 func TestCheckStillRunningIsNotAFailure(t *testing.T) {
 	eng := &fakeEngine{check: func(_ context.Context, id string) (engine.Submission, error) {
 		return engine.Submission{}, nil
@@ -347,6 +355,7 @@ func TestCheckStillRunningIsNotAFailure(t *testing.T) {
 	}
 }
 
+// Scenario: Replies that cannot be delivered are recorded and do not fail
 func TestSendReply(t *testing.T) {
 	done := Reply{JobID: "tg-1-2", Source: job.SourceTelegram, State: job.Done, TranscriptKey: "jobs/tg-1-2/transcript.json"}
 	tests := []struct {

@@ -60,7 +60,7 @@ func (s *workflowSuite) result() Result {
 	return r
 }
 
-// Scenario: a recording goes from accepted to done
+// Scenario: A recording goes from accepted to done
 func (s *workflowSuite) Test_RecordingReachesDone() {
 	var states []string
 	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
@@ -93,7 +93,7 @@ func (s *workflowSuite) Test_RecordingReachesDone() {
 	s.False(st.FinishedAt.IsZero())
 }
 
-// Scenario: undecodable input fails the job at once without retries
+// Scenario: Undecodable input fails the job at once without retries
 func (s *workflowSuite) Test_VerdictFailsWithoutRetry() {
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(activities.ConvertOutput{},
 		temporal.NewNonRetryableApplicationError("the file is not audio", string(job.UnsupportedFormat), nil)).Once()
@@ -114,7 +114,7 @@ func (s *workflowSuite) Test_VerdictFailsWithoutRetry() {
 	s.Equal(job.Failed, r.State, "closes as failed when nobody revives it")
 }
 
-// Scenario: an engine operation is polled on a fixed timer
+// Scenario: An engine operation is polled on a fixed timer
 func (s *workflowSuite) Test_RunningOperationIsPolledOnFixedTimer() {
 	const interval = 15 * time.Second
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
@@ -142,7 +142,7 @@ func (s *workflowSuite) Test_RunningOperationIsPolledOnFixedTimer() {
 	}
 }
 
-// Scenario: a step that keeps failing makes the job dead after the last attempt
+// Scenario: A step that keeps failing makes the job dead after the last attempt
 func (s *workflowSuite) Test_ExhaustedAttemptsMakeJobDead() {
 	in := testInput()
 	in.Policy.MaxAttempts = 3
@@ -170,7 +170,7 @@ func (s *workflowSuite) Test_ExhaustedAttemptsMakeJobDead() {
 	s.Equal(job.Dead, s.result().State)
 }
 
-// Scenario: revive resumes a dead job at the step that stopped it
+// Scenario: Revive resumes a dead job at the step that stopped it
 func (s *workflowSuite) Test_ReviveResumesFromFailedStep() {
 	in := testInput()
 	in.Policy.MaxAttempts = 2
@@ -200,7 +200,7 @@ func (s *workflowSuite) Test_ReviveResumesFromFailedStep() {
 	s.Nil(st.Failure)
 }
 
-// Scenario: a revive sent while the job is running is ignored
+// Scenario: A revive sent while the job is running is ignored
 func (s *workflowSuite) Test_ReviveWhileRunningIsIgnored() {
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).After(time.Minute).Return(converted, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(activities.Recognition{},
@@ -215,7 +215,7 @@ func (s *workflowSuite) Test_ReviveWhileRunningIsIgnored() {
 	s.Equal(job.NoSpeech, r.Failure.Kind)
 }
 
-// Scenario: an operation that never finishes ends at its deadline as timeout
+// Scenario: An operation that never finishes ends at its deadline as timeout
 func (s *workflowSuite) Test_OperationDeadlineMakesJobDead() {
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
@@ -233,7 +233,7 @@ func (s *workflowSuite) Test_OperationDeadlineMakesJobDead() {
 	s.Equal(job.Timeout, r.Failure.Kind)
 }
 
-// Scenario: cancelling a job stops it and reports cancelled
+// Scenario: Cancelling a job stops it and reports cancelled
 func (s *workflowSuite) Test_CancelStopsJob() {
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).After(time.Hour).Return(converted, nil).Maybe()
 	s.env.RegisterDelayedCallback(func() { s.env.CancelWorkflow() }, time.Minute)
@@ -245,7 +245,7 @@ func (s *workflowSuite) Test_CancelStopsJob() {
 	s.Equal(job.Cancelled, s.status().State)
 }
 
-// Scenario: the owner changes the language while a step runs
+// Scenario: The owner changes the language while a step runs
 func (s *workflowSuite) Test_OwnerLanguageSurvivesStepResult() {
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).After(time.Minute).Return(converted, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.MatchedBy(func(in activities.RecognizeInput) bool {
@@ -268,7 +268,7 @@ func (s *workflowSuite) Test_OwnerLanguageSurvivesStepResult() {
 	s.Equal("ask Ann", st.Note)
 }
 
-// Scenario: back-off between attempts follows the configured schedule
+// Scenario: Back-off between attempts follows the configured schedule
 func (s *workflowSuite) Test_RetryPolicyFollowsSchedule() {
 	p := Policy{Backoff: []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}, MaxAttempts: 5}
 	rp := p.retryPolicy()

@@ -70,7 +70,7 @@ func requireSpeechTools(t *testing.T) {
 	}
 }
 
-// Scenario: a LibriVox recording is transcribed from the command line
+// Scenario: A LibriVox recording is transcribed from the command line
 func TestTranscribeLibriVox(t *testing.T) {
 	requireSpeechTools(t)
 	refs := testaudio.References(t)
@@ -85,7 +85,7 @@ func TestTranscribeLibriVox(t *testing.T) {
 	t.Logf("WER %.2f in %v: %s", testaudio.WER(refs[id], r.stdout), r.took.Round(time.Millisecond), strings.TrimSpace(r.stdout))
 }
 
-// Scenario: a voice note in OGG/Opus is transcribed
+// Scenario: A voice note in OGG/Opus is transcribed
 func TestTranscribeVoiceNote(t *testing.T) {
 	requireSpeechTools(t)
 	note := testaudio.VoiceNote(t, t.TempDir())
@@ -98,7 +98,7 @@ func TestTranscribeVoiceNote(t *testing.T) {
 	}
 }
 
-// Scenario: transcripts come out as json, srt and vtt with timings
+// Scenario: Transcripts come out as json, srt and vtt with timings
 func TestTranscribeFormats(t *testing.T) {
 	requireSpeechTools(t)
 	note := testaudio.VoiceNote(t, t.TempDir())
@@ -121,7 +121,7 @@ func TestTranscribeFormats(t *testing.T) {
 	}
 }
 
-// Scenario: several files are transcribed in one run, in order
+// Scenario: Several files are transcribed in one run, in order
 func TestTranscribeSeveralFiles(t *testing.T) {
 	requireSpeechTools(t)
 	note := testaudio.VoiceNote(t, t.TempDir())
@@ -136,7 +136,7 @@ func TestTranscribeSeveralFiles(t *testing.T) {
 	}
 }
 
-// Scenario: bad input fails promptly with a clear message and no retries
+// Scenario: Bad input fails promptly with a clear message and no retries
 func TestTranscribeBadInput(t *testing.T) {
 	requireSpeechTools(t)
 	dir := t.TempDir()
@@ -267,7 +267,7 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// Scenario: up serves health, metrics and the Temporal Web UI
+// Scenario: Up serves health, metrics and the Temporal Web UI
 func TestUpServesHealthMetricsAndWebUI(t *testing.T) {
 	requireSpeechTools(t)
 	u := startUp(t, t.TempDir())
@@ -310,7 +310,7 @@ func TestUpServesHealthMetricsAndWebUI(t *testing.T) {
 	}
 }
 
-// Scenario: operators list, show and cancel jobs
+// Scenario: Operators list, show and cancel jobs
 func TestJobsCommands(t *testing.T) {
 	requireSpeechTools(t)
 	u := startUp(t, t.TempDir())
@@ -369,7 +369,7 @@ func TestJobsCommands(t *testing.T) {
 	})
 }
 
-// Scenario: every command explains itself with --help
+// Scenario: Every command explains itself with --help
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"up", "--help"}, {"worker", "--help"}, {"transcribe", "--help"}, {"jobs", "--help"}} {
 		r := runCLI(t, env(), args...)

@@ -22,6 +22,7 @@ func newEngine(t *testing.T) *Engine {
 	return e
 }
 
+// Scenario: The local engine reaches the reference accuracy on LibriVox
 func TestRecognisesLibriVox(t *testing.T) {
 	e := newEngine(t)
 	refs := testaudio.References(t)
@@ -57,6 +58,7 @@ func TestRecognisesLibriVox(t *testing.T) {
 	}
 }
 
+// Scenario: The local engine hears a converted voice note
 func TestVoiceNoteAfterConversion(t *testing.T) {
 	e := newEngine(t)
 	dir := t.TempDir()
@@ -71,6 +73,7 @@ func TestVoiceNoteAfterConversion(t *testing.T) {
 	}
 }
 
+// Scenario: Silence gives no text
 func TestSilenceGivesNoText(t *testing.T) {
 	e := newEngine(t)
 	wav := filepath.Join(t.TempDir(), "silence.wav")
@@ -93,6 +96,7 @@ func TestOtherLanguagesAreRejected(t *testing.T) {
 	}
 }
 
+// Scenario: The local engine stops when its call is cancelled
 func TestCancelStopsRecogniser(t *testing.T) {
 	e := newEngine(t)
 	long := filepath.Join(t.TempDir(), "long.wav")

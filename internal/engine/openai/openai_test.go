@@ -235,6 +235,7 @@ func TestNameAndFormat(t *testing.T) {
 	}
 }
 
+// Scenario: A verbose JSON answer gives text, language and segments
 func TestSubmitSuccess(t *testing.T) {
 	type want struct {
 		text     string
@@ -449,6 +450,7 @@ func TestSubmitSuccess(t *testing.T) {
 	}
 }
 
+// Scenario: Provider errors are classified by status
 func TestSubmitErrors(t *testing.T) {
 	httpDate := func() string { return time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat) }
 	for _, tc := range []struct {
@@ -675,6 +677,7 @@ func TestOneRequestPerSubmit(t *testing.T) {
 	}
 }
 
+// Scenario: A server that cannot be reached is no_ack
 func TestSubmitConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	base := srv.URL + "/v1"
@@ -780,6 +783,7 @@ func TestSubmitAlreadyCancelledSendsNothing(t *testing.T) {
 	}
 }
 
+// Scenario: A large recording is streamed
 func TestSubmitStreamsLargeFile(t *testing.T) {
 	const size = 8 << 20
 	srv := newFakeServer(t, reply(200, "application/json", `{"text":"long"}`))
