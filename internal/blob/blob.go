@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // ErrNotFound is returned for a key that holds nothing.
@@ -26,14 +27,18 @@ func JobKey(jobID, name string) string {
 	return "jobs/" + safeSegment(jobID) + "/" + name
 }
 
+// hashPrefix starts every hashed segment. Ids that start with it are hashed
+// too: kept verbatim, an id could copy another id's hash and share its jobs.
+const hashPrefix = "h-"
+
 func safeSegment(s string) string {
-	if s != "" && len(s) <= 128 && s != "." && s != ".." && strings.IndexFunc(s, func(r rune) bool {
+	if s != "" && len(s) <= 128 && s != "." && s != ".." && !strings.HasPrefix(s, hashPrefix) && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
 	}) < 0 {
 		return s
 	}
 	sum := sha256.Sum256([]byte(s))
-	return "h-" + hex.EncodeToString(sum[:16])
+	return hashPrefix + hex.EncodeToString(sum[:16])
 }
 
 // ValidKey reports whether key is a relative slash-separated path without
@@ -97,7 +102,14 @@ func (s *Local) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		return 0, fmt.Errorf("put %s: %w", key, err)
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
+	renamed := false
+	defer func() {
+		// After the rename the name is free again and may belong to another
+		// Put's temporary file by now.
+		if !renamed {
+			os.Remove(tmp)
+		}
+	}()
 	n, err := io.Copy(f, contextReader{ctx, r})
 	if err == nil {
 		err = f.Sync()
@@ -107,6 +119,7 @@ func (s *Local) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
+		renamed = err == nil
 	}
 	if err == nil {
 		err = syncDir(dir)
@@ -124,11 +137,20 @@ func (s *Local) Open(_ context.Context, key string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, fmt.Errorf("open %s: %w", key, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", key, err)
+	}
+	// A directory is only the common prefix of other keys; opening it would
+	// succeed and then fail on the first read.
+	if st, err := f.Stat(); err != nil || st.IsDir() {
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", key, err)
+		}
+		return nil, fmt.Errorf("open %s: %w", key, ErrNotFound)
 	}
 	return f, nil
 }
@@ -140,11 +162,14 @@ func (s *Local) Size(_ context.Context, key string) (int64, error) {
 		return 0, err
 	}
 	st, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return 0, fmt.Errorf("stat %s: %w", key, ErrNotFound)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("stat %s: %w", key, err)
+	}
+	if st.IsDir() {
+		return 0, fmt.Errorf("stat %s: %w", key, ErrNotFound)
 	}
 	return st.Size(), nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -51,7 +52,9 @@ func (d Document) Words() int { return len(strings.Fields(d.Text)) }
 // Formats that Render accepts.
 var Formats = []string{"txt", "srt", "vtt", "json"}
 
-// Render writes the document in format: txt, srt, vtt or json.
+// Render writes the document in format: txt, srt, vtt or json. In srt and
+// vtt each segment's text is put on one line (see cueText) and segments with
+// no text are left out, so every cue stays well-formed.
 func Render(w io.Writer, d Document, format string) error {
 	switch format {
 	case "txt", "":
@@ -63,8 +66,14 @@ func Render(w io.Writer, d Document, format string) error {
 		return enc.Encode(d)
 	case "srt":
 		var b strings.Builder
-		for i, s := range d.Segments {
-			fmt.Fprintf(&b, "%d\n%s --> %s\n%s\n\n", i+1, stamp(s.Start, ","), stamp(s.End, ","), s.Text)
+		n := 0
+		for _, s := range d.Segments {
+			text := cueText(s.Text)
+			if text == "" {
+				continue
+			}
+			n++
+			fmt.Fprintf(&b, "%d\n%s --> %s\n%s\n\n", n, stamp(s.Start, ","), stamp(s.End, ","), text)
 		}
 		_, err := io.WriteString(w, b.String())
 		return err
@@ -72,7 +81,11 @@ func Render(w io.Writer, d Document, format string) error {
 		var b strings.Builder
 		b.WriteString("WEBVTT\n\n")
 		for _, s := range d.Segments {
-			fmt.Fprintf(&b, "%s --> %s\n%s\n\n", stamp(s.Start, "."), stamp(s.End, "."), s.Text)
+			text := cueText(s.Text)
+			if text == "" {
+				continue
+			}
+			fmt.Fprintf(&b, "%s --> %s\n%s\n\n", stamp(s.Start, "."), stamp(s.End, "."), vttEscaper.Replace(text))
 		}
 		_, err := io.WriteString(w, b.String())
 		return err
@@ -80,11 +93,31 @@ func Render(w io.Writer, d Document, format string) error {
 	return fmt.Errorf("unknown transcript format %q (want one of %s)", format, strings.Join(Formats, ", "))
 }
 
-func stamp(sec float64, sep string) string {
-	ms := int64(sec*1000 + 0.5)
-	if ms < 0 {
-		ms = 0
+// cueText puts segment text on one line fit for a subtitle cue. A blank line
+// ends a cue and "-->" marks a timing line, so text holding either would be
+// read as the start of another cue by players.
+func cueText(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	// One pass is not enough: "--->" becomes "-->" again.
+	for strings.Contains(s, "-->") {
+		s = strings.ReplaceAll(s, "-->", "->")
 	}
+	return s
+}
+
+// vttEscaper keeps WebVTT players from reading "<" as a tag and "&" as a
+// character reference.
+var vttEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;")
+
+func stamp(sec float64, sep string) string {
+	// Rounding through whole nanoseconds undoes the binary error of
+	// Duration.Seconds, which would otherwise send some exact half
+	// milliseconds down (0.5005 s is 500.4999… ms as a float).
+	ns := math.Round(sec * 1e9)
+	if !(ns > 0) {
+		ns = 0
+	}
+	ms := (int64(ns) + 500_000) / 1_000_000
 	h, ms := ms/3600000, ms%3600000
 	m, ms := ms/60000, ms%60000
 	s, ms := ms/1000, ms%1000
