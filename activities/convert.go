@@ -71,7 +71,7 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 		return ConvertOutput{}, verdict(job.TooLong, fmt.Sprintf(
 			"the recording lasts %s; the longest accepted is %s", duration.Round(time.Second), a.MaxDuration))
 	}
-	key := blob.JobKey(activity.GetInfo(ctx).WorkflowExecution.ID, "audio"+f.Ext)
+	key := attemptKey(ctx, "audio"+f.Ext)
 	if err := a.putFile(ctx, key, dst); err != nil {
 		return ConvertOutput{}, err
 	}
@@ -146,6 +146,17 @@ func (a *Activities) putFile(ctx context.Context, key, path string) error {
 		return fmt.Errorf("store %s: %w", key, err)
 	}
 	return nil
+}
+
+// attemptKey names an object written by this attempt of this step. An
+// attempt that lost its lease but still runs (a frozen worker that wakes up)
+// writes beside the attempt that replaced it, never over it; the workflow
+// refers only to the keys of the result it accepted, so a late result is
+// stored but never applied.
+func attemptKey(ctx context.Context, name string) string {
+	info := activity.GetInfo(ctx)
+	return blob.JobKey(info.WorkflowExecution.ID, fmt.Sprintf("%s-%s-%d/%s",
+		info.WorkflowExecution.RunID, info.ActivityID, info.Attempt, name))
 }
 
 // heartbeat reports liveness every interval until stop is called, so that

@@ -8,9 +8,6 @@ import (
 	"mime"
 	"time"
 
-	"go.temporal.io/sdk/activity"
-
-	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/engine"
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/transcript"
@@ -124,11 +121,10 @@ func (a *Activities) settle(ctx context.Context, engineName string, duration tim
 		}
 		return Recognition{OperationID: sub.OperationID, PollAfter: interval}, nil
 	}
-	jobID := activity.GetInfo(ctx).WorkflowExecution.ID
 	res := *sub.Result
 	// The raw response is kept before anything is judged, so that a verdict
 	// such as "no speech" can be checked against what the engine said.
-	rawKey := blob.JobKey(jobID, "raw-"+engineName+rawExt(res.RawType))
+	rawKey := attemptKey(ctx, "raw-"+engineName+rawExt(res.RawType))
 	if _, err := a.Blobs.Put(ctx, rawKey, bytes.NewReader(res.Raw)); err != nil {
 		return Recognition{}, fmt.Errorf("store raw response: %w", err)
 	}
@@ -140,7 +136,7 @@ func (a *Activities) settle(ctx context.Context, engineName string, duration tim
 	if err != nil {
 		return Recognition{}, fmt.Errorf("encode transcript: %w", err)
 	}
-	key := blob.JobKey(jobID, "transcript.json")
+	key := attemptKey(ctx, "transcript.json")
 	if _, err := a.Blobs.Put(ctx, key, bytes.NewReader(body)); err != nil {
 		return Recognition{}, fmt.Errorf("store transcript: %w", err)
 	}

@@ -37,7 +37,7 @@ const (
 	recognizePerAudio = 3
 	// heartbeatTimeout is how soon a silent worker loses its lease on a long
 	// step. Steps heartbeat every few seconds.
-	heartbeatTimeout = time.Minute
+	heartbeatTimeout = 30 * time.Second
 	// checkTimeout bounds one status request to an engine.
 	checkTimeout = 2 * time.Minute
 	// replyTimeout bounds one delivery attempt, a document upload included.

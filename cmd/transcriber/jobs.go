@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -249,8 +247,7 @@ func cancelJob(ctx context.Context, c client.Client, id string, w io.Writer) err
 }
 
 func notFound(id string, err error) error {
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
+	if isNotFound(err) {
 		return &exitError{code: 1, msg: fmt.Sprintf("no job %s", id)}
 	}
 	return err

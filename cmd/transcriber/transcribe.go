@@ -13,6 +13,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -110,7 +111,7 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	}
 	var failed []string
 	for i, f := range files {
-		st, err := awaitSettled(ctx, conn.client, ids[i])
+		st, err := awaitSettled(ctx, conn.client, ids[i], stderr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
@@ -231,16 +232,30 @@ func safeExt(name string) string {
 
 // awaitSettled polls the job's status until it is done, failed, dead or
 // cancelled. Failed and dead jobs stay open for revive, so their workflow
-// does not complete and waiting for its result would hang.
-func awaitSettled(ctx context.Context, c client.Client, id string) (workflows.Status, error) {
+// does not complete and waiting for its result would hang. A query needs a
+// worker to answer it; while none does (workers restarting, a frozen one
+// holding the job), the wait goes on and says so once.
+func awaitSettled(ctx context.Context, c client.Client, id string, stderr io.Writer) (workflows.Status, error) {
 	wait := 50 * time.Millisecond
+	var failingSince time.Time
+	warned := false
 	for {
-		st, err := queryStatus(ctx, c, id)
-		if err != nil {
+		qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		st, err := queryStatus(qctx, c, id)
+		cancel()
+		switch {
+		case err == nil:
+			failingSince, warned = time.Time{}, false
+			if st.State.Settled() {
+				return st, nil
+			}
+		case isNotFound(err) || ctx.Err() != nil:
 			return st, err
-		}
-		if st.State.Settled() {
-			return st, nil
+		case failingSince.IsZero():
+			failingSince = time.Now()
+		case !warned && time.Since(failingSince) > 10*time.Second:
+			fmt.Fprintf(stderr, "transcriber: job %s: no worker answers yet (%v); still waiting\n", id, err)
+			warned = true
 		}
 		select {
 		case <-ctx.Done():
@@ -249,6 +264,11 @@ func awaitSettled(ctx context.Context, c client.Client, id string) (workflows.St
 		}
 		wait = min(wait*2, time.Second)
 	}
+}
+
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
 }
 
 func queryStatus(ctx context.Context, c client.Client, id string) (workflows.Status, error) {

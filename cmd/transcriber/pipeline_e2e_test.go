@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/transcriber/transcriber/internal/testaudio"
+)
+
+// openAIStandIn speaks the wire format of POST /v1/audio/transcriptions:
+// multipart form in, verbose JSON or an OpenAI error object out.
+type openAIStandIn struct {
+	*httptest.Server
+	mu       sync.Mutex
+	status   int
+	text     string
+	requests int
+	bad      []string
+}
+
+func newOpenAIStandIn(t *testing.T) *openAIStandIn {
+	s := &openAIStandIn{status: http.StatusOK, text: testaudio.GoForwardText}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *openAIStandIn) set(status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = status
+}
+
+func (s *openAIStandIn) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
+}
+
+func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.requests++
+	status, text := s.status, s.text
+	s.mu.Unlock()
+	problem := func(p string) {
+		s.mu.Lock()
+		s.bad = append(s.bad, p)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, p)
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/audio/transcriptions" {
+		problem("unexpected " + r.Method + " " + r.URL.Path)
+		return
+	}
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		problem("not multipart: " + r.Header.Get("Content-Type"))
+		return
+	}
+	fields, fileBytes := map[string]string{}, 0
+	mr := multipart.NewReader(r.Body, params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			problem("bad multipart: " + err.Error())
+			return
+		}
+		b, _ := io.ReadAll(p)
+		if p.FormName() == "file" {
+			fileBytes = len(b)
+			if !strings.HasPrefix(string(b), "fLaC") {
+				problem("file is not FLAC")
+				return
+			}
+			continue
+		}
+		fields[p.FormName()] = string(b)
+	}
+	if fileBytes == 0 || fields["model"] == "" {
+		problem("file and model are required")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch status {
+	case http.StatusOK:
+		json.NewEncoder(w).Encode(map[string]any{
+			"task": "transcribe", "language": "english", "duration": 2.79, "text": text,
+			"segments": []map[string]any{{"id": 0, "start": 0.3, "end": 2.5, "text": " " + text}},
+		})
+	case http.StatusUnauthorized:
+		w.WriteHeader(status)
+		fmt.Fprint(w, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`)
+	default:
+		w.WriteHeader(status)
+		fmt.Fprint(w, `{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error"}}`)
+	}
+}
+
+var jobInMessage = regexp.MustCompile(`job (\S+) is (\w+)`)
+
+func jobOf(t *testing.T, stderr string) (id, state string) {
+	t.Helper()
+	m := jobInMessage.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no job named in:\n%s", stderr)
+	}
+	return m[1], m[2]
+}
+
+func metricValue(t *testing.T, metrics, series string) string {
+	t.Helper()
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return v
+		}
+	}
+	return "absent"
+}
+
+// Scenario: An engine that keeps failing makes the job dead, and revive finishes it
+func TestDeadJobIsFoundAndRevived(t *testing.T) {
+	requireSpeechTools(t)
+	const apiKey = "sk-test-e2e-very-secret-key"
+	engine := newOpenAIStandIn(t)
+	engine.set(http.StatusServiceUnavailable)
+	u := startUp(t, t.TempDir(),
+		"TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1", "OPENAI_API_KEY", apiKey)
+	clientEnv := func(extra ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(extra); i += 2 {
+				if extra[i] == k {
+					return extra[i+1]
+				}
+			}
+			return u.client(k)
+		}
+	}
+	retrying := clientEnv("TRANSCRIBER_RETRY_SCHEDULE", "1s,1s,1s,1s", "TRANSCRIBER_MAX_ATTEMPTS", "3")
+
+	r := runCLI(t, retrying, "transcribe", testaudio.VoiceNote(t, t.TempDir()))
+	if r.code == 0 {
+		t.Fatalf("exit code 0 for a dead job; stdout %q", r.stdout)
+	}
+	id, state := jobOf(t, r.stderr)
+	if state != "dead" || !strings.Contains(r.stderr, "service_error") || !strings.Contains(r.stderr, "jobs revive "+id) {
+		t.Errorf("stderr does not name a dead job with its kind and the revive command:\n%s", r.stderr)
+	}
+	if got := engine.count(); got != 3 {
+		t.Errorf("engine requests = %d; want exactly 3", got)
+	}
+
+	if list := runCLI(t, u.client, "jobs", "list", "--state", "dead"); !strings.Contains(list.stdout, id) {
+		t.Errorf("jobs list --state dead lacks %s:\n%s", id, list.stdout)
+	}
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp, err := c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: "default", Query: `TranscriptionState="dead"`,
+	})
+	if err != nil {
+		t.Fatalf("visibility query: %v", err)
+	}
+	if n := len(resp.GetExecutions()); n != 1 || resp.GetExecutions()[0].GetExecution().GetWorkflowId() != id {
+		t.Errorf(`TranscriptionState="dead" finds %d jobs; want %s only`, n, id)
+	}
+	show := runCLI(t, u.client, "jobs", "show", id)
+	if showField(show.stdout, "state") != "dead" || showField(show.stdout, "attempts") != "3" ||
+		!strings.HasPrefix(showField(show.stdout, "failure"), "service_error at transcribing") {
+		t.Errorf("jobs show of the dead job:\n%s", show.stdout)
+	}
+
+	engine.set(http.StatusOK)
+	if r := runCLI(t, u.client, "jobs", "revive", id); r.code != 0 || !strings.Contains(r.stdout, "transcribing") {
+		t.Fatalf("revive: code %d, %s%s", r.code, r.stdout, r.stderr)
+	}
+	waitFor(t, "revived job done", func() bool {
+		return showField(runCLI(t, u.client, "jobs", "show", id).stdout, "state") == "done"
+	})
+	show = runCLI(t, u.client, "jobs", "show", id)
+	if !strings.Contains(show.stdout, "transcript:\n"+testaudio.GoForwardText) || showField(show.stdout, "revivals") != "1" {
+		t.Errorf("jobs show after revive:\n%s", show.stdout)
+	}
+	if got := engine.count(); got != 4 {
+		t.Errorf("engine requests after revive = %d; want 4", got)
+	}
+
+	// A refused key is a verdict: one request, no retries.
+	engine.set(http.StatusUnauthorized)
+	before := engine.count()
+	r = runCLI(t, retrying, "transcribe", testaudio.LibriVox("sense_and_sensibility_01_austen_64kb-0880"))
+	if id401, state := jobOf(t, r.stderr); r.code == 0 || state != "failed" || !strings.Contains(r.stderr, "engine_unauthorized") {
+		t.Errorf("401: code %d, job %s %s:\n%s", r.code, id401, state, r.stderr)
+	}
+	if got := engine.count() - before; got != 1 {
+		t.Errorf("engine requests for a 401 = %d; want exactly 1", got)
+	}
+
+	_, metrics := get(t, "http://"+u.http+"/metrics")
+	for series, want := range map[string]string{
+		`transcriber_failures_total{kind="service_error"}`:                         "1",
+		`transcriber_failures_total{kind="engine_unauthorized"}`:                   "1",
+		`transcriber_jobs_total{outcome="dead",source="cli"}`:                      "1",
+		`transcriber_jobs_total{outcome="failed",source="cli"}`:                    "1",
+		`transcriber_jobs_total{outcome="done",source="cli"}`:                      "1",
+		`transcriber_activity_runs_total{activity="Recognize",outcome="failure"}`: "4",
+		`transcriber_activity_runs_total{activity="Recognize",outcome="success"}`: "1",
+	} {
+		if got := metricValue(t, metrics, series); got != want {
+			t.Errorf("%s = %s; want %s", series, got, want)
+		}
+	}
+	if logs := u.logs.String(); strings.Contains(logs, apiKey) || strings.Contains(logs, testaudio.GoForwardText) {
+		t.Error("the log holds the API key or transcript text")
+	}
+	if len(engine.bad) > 0 {
+		t.Errorf("the stand-in saw malformed requests: %v", engine.bad)
+	}
+}
+
+// showField reads one "key: value" line of jobs show.
+func showField(out, key string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
