@@ -218,11 +218,11 @@ func TestDeadJobIsFoundAndRevived(t *testing.T) {
 
 	_, metrics := get(t, "http://"+u.http+"/metrics")
 	for series, want := range map[string]string{
-		`transcriber_failures_total{kind="service_error"}`:                         "1",
-		`transcriber_failures_total{kind="engine_unauthorized"}`:                   "1",
-		`transcriber_jobs_total{outcome="dead",source="cli"}`:                      "1",
-		`transcriber_jobs_total{outcome="failed",source="cli"}`:                    "1",
-		`transcriber_jobs_total{outcome="done",source="cli"}`:                      "1",
+		`transcriber_failures_total{kind="service_error"}`:                        "1",
+		`transcriber_failures_total{kind="engine_unauthorized"}`:                  "1",
+		`transcriber_jobs_total{outcome="dead",source="cli"}`:                     "1",
+		`transcriber_jobs_total{outcome="failed",source="cli"}`:                   "1",
+		`transcriber_jobs_total{outcome="done",source="cli"}`:                     "1",
 		`transcriber_activity_runs_total{activity="Recognize",outcome="failure"}`: "4",
 		`transcriber_activity_runs_total{activity="Recognize",outcome="success"}`: "1",
 	} {
