@@ -192,13 +192,14 @@ func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry) (*activ
 	} else if cfg.Engine == local.Name {
 		return nil, err
 	}
-	if cfg.Engine == "openai" || cfg.OpenAIAPIKey != "" {
-		e, err := openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.OpenAIModel}, nil)
-		if err != nil {
-			return nil, err
-		}
-		engines[e.Name()] = e
+	// The OpenAI-compatible engine is always there, so that a job may ask
+	// for it whatever this worker's default is; without a valid key the
+	// server's 401 fails such a job with a reason the owner can act on.
+	oa, err := openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.OpenAIModel}, nil)
+	if err != nil {
+		return nil, err
 	}
+	engines[oa.Name()] = oa
 	work := os.TempDir()
 	return &activities.Activities{
 		Blobs:       blobs,

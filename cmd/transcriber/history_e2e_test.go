@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/transcriber/transcriber/internal/testaudio"
+	"github.com/transcriber/transcriber/workflows"
+)
+
+var updateHistories = flag.Bool("update-histories", false,
+	"write the recorded workflow histories to workflows/testdata/histories for the replay test")
+
+// historyDir is where the workflows package's replay test reads histories.
+const historyDir = "../../workflows/testdata/histories"
+
+// Scenario: Histories of real jobs replay against the current workflow
+//
+// Runs real jobs through every path the workflow has today, checks that
+// each history replays against the current code, and with
+// -update-histories keeps them for the replay test that guards later
+// changes.
+func TestRecordWorkflowHistories(t *testing.T) {
+	requireSpeechTools(t)
+	engine := newOpenAIStandIn(t)
+	u := startUp(t, t.TempDir(), "OPENAI_BASE_URL", engine.URL+"/v1")
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	with := func(pairs ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(pairs); i += 2 {
+				if pairs[i] == k {
+					return pairs[i+1]
+				}
+			}
+			return u.client(k)
+		}
+	}
+	dir := t.TempDir()
+	note := testaudio.VoiceNote(t, dir)
+	histories := map[string]string{}
+
+	r := runCLI(t, u.client, "transcribe", note)
+	if r.code != 0 {
+		t.Fatalf("done: %s", r.stderr)
+	}
+	histories["done-local"] = cliJobID(t, note, "local")
+
+	bad := filepath.Join(dir, "notes.mp3")
+	if err := os.WriteFile(bad, []byte("not audio"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, u.client, "transcribe", bad)
+	histories["failed-unsupported"], _ = jobOf(t, r.stderr)
+
+	engine.set(http.StatusServiceUnavailable)
+	openaiEnv := with("TRANSCRIBER_ENGINE", "openai", "TRANSCRIBER_RETRY_SCHEDULE", "100ms", "TRANSCRIBER_MAX_ATTEMPTS", "2")
+	r = runCLI(t, openaiEnv, "transcribe", note)
+	id, _ := jobOf(t, r.stderr)
+	engine.set(http.StatusOK)
+	if r := runCLI(t, u.client, "jobs", "revive", id); r.code != 0 {
+		t.Fatalf("revive: %s", r.stderr)
+	}
+	waitFor(t, "revived job done", func() bool {
+		return showField(runCLI(t, u.client, "jobs", "show", id).stdout, "state") == "done"
+	})
+	histories["dead-revived-openai"] = id
+
+	blocking := newBlockingEngine(t, testaudio.GoForwardText)
+	u2 := startUp(t, t.TempDir(), "OPENAI_BASE_URL", blocking.URL+"/v1")
+	c2, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u2.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	go runCLI(t, func(k string) string {
+		if k == "TRANSCRIBER_ENGINE" {
+			return "openai"
+		}
+		return u2.client(k)
+	}, "transcribe", note)
+	<-blocking.inFlight
+	cancelled := cliJobID(t, note, "openai")
+	if r := runCLI(t, u2.client, "jobs", "cancel", cancelled); r.code != 0 {
+		t.Fatalf("cancel: %s", r.stderr)
+	}
+
+	replayer := worker.NewWorkflowReplayer()
+	replayer.RegisterWorkflowWithOptions(workflows.TranscribeRecording, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	record := func(name string, c client.Client, id string) {
+		h := closedHistory(t, c, id)
+		path := filepath.Join(dir, name+".json")
+		body, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := replayer.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {
+			t.Errorf("%s does not replay: %v", name, err)
+		}
+		if *updateHistories {
+			if err := os.MkdirAll(historyDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(historyDir, name+".json"), body, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for name, id := range histories {
+		// Failed jobs wait for revive; closing them ends their history.
+		if name == "failed-unsupported" {
+			if err := c.TerminateWorkflow(context.Background(), id, "", "recorded"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		record(name, c, id)
+	}
+	record("cancelled-while-recognising", c2, cancelled)
+}
+
+// closedHistory waits for the job to close and returns its history.
+func closedHistory(t *testing.T, c client.Client, id string) *historypb.History {
+	t.Helper()
+	waitFor(t, "job "+id+" to close", func() bool {
+		d, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	})
+	h := &historypb.History{}
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, e)
+	}
+	if !strings.Contains(h.String(), workflows.WorkflowName) {
+		t.Fatalf("history of %s is not a %s", id, workflows.WorkflowName)
+	}
+	return h
+}
+
+// cliJobID is the id transcribe gives a file.
+func cliJobID(t *testing.T, path, engine string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return workflows.CLIJobID(sum[:], engine, "")
+}
