@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -230,8 +232,16 @@ func TestDeadJobIsFoundAndRevived(t *testing.T) {
 			t.Errorf("%s = %s; want %s", series, got, want)
 		}
 	}
-	if logs := u.logs.String(); strings.Contains(logs, apiKey) || strings.Contains(logs, testaudio.GoForwardText) {
+	logs := u.logs.String()
+	if strings.Contains(logs, apiKey) || strings.Contains(logs, testaudio.GoForwardText) {
 		t.Error("the log holds the API key or transcript text")
+	}
+	// Each failed attempt is logged once, at WARN, and nothing at ERROR.
+	if n := strings.Count(logs, `level=WARN msg="step failed"`); n != 4 {
+		t.Errorf("failed attempts logged %d times; want 4 (three 503s and one 401)", n)
+	}
+	if strings.Contains(logs, "level=ERROR") {
+		t.Errorf("failures were logged at ERROR:\n%s", logs)
 	}
 	if len(engine.bad) > 0 {
 		t.Errorf("the stand-in saw malformed requests: %v", engine.bad)
@@ -246,4 +256,57 @@ func showField(out, key string) string {
 		}
 	}
 	return ""
+}
+
+// Scenario: An idle worker logs and counts nothing
+func TestIdleWorkerIsSilent(t *testing.T) {
+	requireSpeechTools(t)
+	u := startUp(t, t.TempDir())
+	before := u.logs.String()
+	time.Sleep(5 * time.Second)
+	if extra := strings.TrimPrefix(u.logs.String(), before); extra != "" {
+		t.Errorf("an idle worker logged:\n%s", extra)
+	}
+	_, metrics := get(t, "http://"+u.http+"/metrics")
+	for _, series := range []string{"transcriber_activity_runs_total{", "transcriber_jobs_total{", "transcriber_failures_total{"} {
+		if strings.Contains(metrics, series) {
+			t.Errorf("an idle worker counted %s...", series)
+		}
+	}
+	if strings.Contains(before, "level=WARN") || strings.Contains(before, "level=ERROR") {
+		t.Errorf("start-up logged warnings or errors:\n%s", before)
+	}
+}
+
+// Scenario: A cancelled job keeps its recording and drops a late result
+func TestCancelKeepsAudioAndDropsLateResult(t *testing.T) {
+	requireSpeechTools(t)
+	engine := newBlockingEngine(t, testaudio.GoForwardText)
+	dataDir := t.TempDir()
+	u := startUp(t, dataDir, "TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1")
+	note := testaudio.VoiceNote(t, t.TempDir())
+	out := make(chan result, 1)
+	go func() { out <- runCLI(t, u.client, "transcribe", note) }()
+	<-engine.inFlight
+	id := cliJobID(t, note, "openai")
+	if r := runCLI(t, u.client, "jobs", "cancel", id); r.code != 0 || !strings.Contains(r.stdout, "recording is kept") {
+		t.Fatalf("cancel: code %d, %s%s", r.code, r.stdout, r.stderr)
+	}
+	r := awaitResult(t, out)
+	if _, state := jobOf(t, r.stderr); r.code == 0 || state != "cancelled" {
+		t.Errorf("transcribe of a cancelled job: code %d, stderr:\n%s", r.code, r.stderr)
+	}
+	engine.unblock() // the engine answers after all
+	time.Sleep(2 * time.Second)
+	show := runCLI(t, u.client, "jobs", "show", id)
+	if showField(show.stdout, "state") != "cancelled" || strings.Contains(show.stdout, "transcript:") {
+		t.Errorf("jobs show after the late answer:\n%s", show.stdout)
+	}
+	originals, _ := filepath.Glob(filepath.Join(dataDir, "blobs", "jobs", id, "original.*"))
+	if len(originals) != 1 {
+		t.Errorf("recording of the cancelled job: %v; want it kept", originals)
+	}
+	if logs := u.logs.String(); strings.Contains(logs, "level=ERROR") {
+		t.Errorf("cancelling logged errors:\n%s", logs)
+	}
 }
