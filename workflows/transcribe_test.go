@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -188,7 +189,9 @@ func (s *workflowSuite) Test_ReviveResumesFromFailedStep() {
 	s.env.RegisterDelayedCallback(func() {
 		s.Equal(job.Dead, s.status().State)
 		healthy = true
-		s.env.SignalWorkflow(SignalRevive, nil)
+		// Operators may attach anything, as `temporal workflow signal
+		// --input` does; the payload is not needed.
+		s.env.SignalWorkflow(SignalRevive, map[string]string{"reason": "engine fixed"})
 	}, time.Hour)
 
 	s.env.ExecuteWorkflow(TranscribeRecording, in)
@@ -294,4 +297,55 @@ func (c *testUpdateCallback) Complete(_ any, err error) {
 	if !c.wantReject {
 		c.s.NoError(err)
 	}
+}
+
+// Scenario: A long wait continues as a new run and carries the job along
+func (s *workflowSuite) Test_LongWaitContinuesAsNew() {
+	running := activities.Recognition{OperationID: "op-1", PollAfter: time.Minute}
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(running, nil).Once()
+	checks := 0
+	s.env.OnActivity(a.CheckRecognition, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.CheckInput) (activities.Recognition, error) {
+			checks++
+			if checks == 2 {
+				// Temporal suggests a new run once the history is long.
+				s.env.SetContinueAsNewSuggested(true)
+			}
+			return running, nil
+		}).Times(2)
+	in := testInput()
+	in.Title = "standup"
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Require().True(s.env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	s.Require().ErrorAs(s.env.GetWorkflowError(), &can)
+	var next Input
+	s.Require().NoError(converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	s.Require().NotNil(next.Resume)
+	st := *next.Resume
+	s.Equal("op-1", st.OperationID)
+	s.Equal(converted.AudioKey, st.AudioKey)
+	s.Equal("standup", st.Title)
+	s.Equal(job.Transcribing, st.State)
+	s.False(st.OperationDeadline.IsZero())
+
+	// The new run checks the same operation; it neither converts nor
+	// submits again.
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(TranscribeRecording, workflow.RegisterOptions{Name: WorkflowName})
+	env.RegisterActivity(&activities.Activities{})
+	env.OnActivity(a.CheckRecognition, mock.Anything, mock.MatchedBy(func(in activities.CheckInput) bool {
+		return in.OperationID == "op-1"
+	})).Return(recognized, nil).Once()
+	env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	env.ExecuteWorkflow(TranscribeRecording, next)
+	s.Require().True(env.IsWorkflowCompleted())
+	s.Require().NoError(env.GetWorkflowError())
+	var r Result
+	s.Require().NoError(env.GetWorkflowResult(&r))
+	s.Equal(job.Done, r.State)
+	env.AssertExpectations(s.T())
 }
