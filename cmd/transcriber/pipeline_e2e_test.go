@@ -310,3 +310,28 @@ func TestCancelKeepsAudioAndDropsLateResult(t *testing.T) {
 		t.Errorf("cancelling logged errors:\n%s", logs)
 	}
 }
+
+// Scenario: Submitting a file again while its job runs joins that job
+func TestSameFileJoinsRunningJob(t *testing.T) {
+	requireSpeechTools(t)
+	engine := newBlockingEngine(t, testaudio.GoForwardText)
+	u := startUp(t, t.TempDir(), "TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1")
+	note := testaudio.VoiceNote(t, t.TempDir())
+	first, second := make(chan result, 1), make(chan result, 1)
+	go func() { first <- runCLI(t, u.client, "transcribe", note) }()
+	<-engine.inFlight
+	go func() { second <- runCLI(t, u.client, "transcribe", note) }()
+	time.Sleep(time.Second)
+	engine.unblock()
+	for _, out := range []chan result{first, second} {
+		if r := awaitResult(t, out); r.code != 0 || strings.TrimSpace(r.stdout) != testaudio.GoForwardText {
+			t.Errorf("transcribe: code %d, out %q, err:\n%s", r.code, r.stdout, r.stderr)
+		}
+	}
+	if n := engine.count(); n != 1 {
+		t.Errorf("engine requests = %d; want 1", n)
+	}
+	if list := runCLI(t, u.client, "jobs", "list"); strings.Count(list.stdout, "cli-") != 1 {
+		t.Errorf("jobs:\n%s", list.stdout)
+	}
+}
