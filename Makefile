@@ -22,7 +22,7 @@ build: deps
 run: build
 	$(BIN) transcribe /usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0870.wav
 
-test: deps fmt vet spec-check
+test: deps fmt lint spec-check
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 test-short: deps
@@ -39,8 +39,8 @@ vet:
 	$(GO) vet $(PKGS)
 
 lint: vet
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
-	$(GO) run go.temporal.io/sdk/contrib/tools/workflowcheck@v0.3.0 ./workflows/...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+	$(GO) run go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0 ./workflows/...
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
