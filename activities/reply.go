@@ -32,15 +32,16 @@ const (
 	UndeliveredRecipientMissing = "recipient_missing"
 )
 
-// repliesTo lists the sources whose senders wait for a reply. The command
-// line prints the outcome itself and HTTP clients fetch it.
-var repliesTo = map[job.Source]bool{job.SourceTelegram: true}
+// ExpectsReply reports whether the sender of a job from source waits for a
+// reply. The command line prints the outcome itself and HTTP clients fetch
+// it. The workflow asks this too, to skip a step with nothing to do.
+func ExpectsReply(source job.Source) bool { return source == job.SourceTelegram }
 
 // SendReply delivers the outcome to the sender. A reply that cannot be
 // delivered is recorded and does not fail the job: the transcript is kept
 // and the sender can still ask for it.
 func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
-	if !repliesTo[in.Source] {
+	if !ExpectsReply(in.Source) {
 		return nil
 	}
 	log := activity.GetLogger(ctx)

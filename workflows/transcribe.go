@@ -295,7 +295,16 @@ func (j *jobState) recognized(rec activities.Recognition) {
 	j.s.OperationID, j.s.OperationDeadline = "", time.Time{}
 }
 
+// replyOnlyWhenExpected marks the change that stopped scheduling a reply
+// step for jobs whose sender expects none (the command line, HTTP): it was a
+// round trip that did nothing. Jobs started before it still run the step.
+const replyOnlyWhenExpected = "reply-only-when-expected"
+
 func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) error {
+	if !activities.ExpectsReply(j.s.Source) &&
+		workflow.GetVersion(ctx, replyOnlyWhenExpected, workflow.DefaultVersion, 1) >= 1 {
+		return nil
+	}
 	return workflow.ExecuteActivity(j.stepOptions(ctx, replyTimeout, 0), a.SendReply, activities.ReplyInput{
 		Call: j.call(),
 		Reply: activities.Reply{

@@ -34,10 +34,11 @@ func (s *workflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T())
 
 func testInput() Input {
 	return Input{
-		Source:   job.SourceCLI,
-		Original: Original{Key: "jobs/j/original.ogg", Name: "voice.ogg", Size: 100},
-		Engine:   "local",
-		Policy:   Policy{Backoff: []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}, MaxAttempts: 5, ParkFor: 24 * time.Hour},
+		Source:    job.SourceTelegram,
+		Recipient: &job.Recipient{ChatID: 42, MessageID: 7},
+		Original:  Original{Key: "jobs/j/original.ogg", Name: "voice.ogg", Size: 100},
+		Engine:    "local",
+		Policy:    Policy{Backoff: []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}, MaxAttempts: 5, ParkFor: 24 * time.Hour},
 	}
 }
 
@@ -348,4 +349,30 @@ func (s *workflowSuite) Test_LongWaitContinuesAsNew() {
 	s.Require().NoError(env.GetWorkflowResult(&r))
 	s.Equal(job.Done, r.State)
 	env.AssertExpectations(s.T())
+}
+
+// Scenario: A job whose sender expects no reply skips the reply step
+func (s *workflowSuite) Test_CommandLineJobSkipsReply() {
+	in := testInput()
+	in.Source, in.Recipient = job.SourceCLI, nil
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(job.Done, s.result().State)
+}
+
+// Scenario: Jobs started before the reply step became conditional still run it
+func (s *workflowSuite) Test_OldCommandLineJobStillRunsReply() {
+	in := testInput()
+	in.Source, in.Recipient = job.SourceCLI, nil
+	s.env.OnGetVersion(replyOnlyWhenExpected, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(job.Done, s.result().State)
 }

@@ -33,7 +33,7 @@ type openAIStandIn struct {
 	bad      []string
 }
 
-func newOpenAIStandIn(t *testing.T) *openAIStandIn {
+func newOpenAIStandIn(t testing.TB) *openAIStandIn {
 	s := &openAIStandIn{status: http.StatusOK, text: testaudio.GoForwardText}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
