@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -333,5 +334,58 @@ func TestSameFileJoinsRunningJob(t *testing.T) {
 	}
 	if list := runCLI(t, u.client, "jobs", "list"); strings.Count(list.stdout, "cli-") != 1 {
 		t.Errorf("jobs:\n%s", list.stdout)
+	}
+}
+
+// Scenario: Resetting a dead job in the Web UI runs it again
+func TestResetDeadJob(t *testing.T) {
+	requireSpeechTools(t)
+	engine := newOpenAIStandIn(t)
+	engine.set(http.StatusBadGateway)
+	u := startUp(t, t.TempDir(), "TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1")
+	once := func(k string) string {
+		if k == "TRANSCRIBER_MAX_ATTEMPTS" {
+			return "1"
+		}
+		return u.client(k)
+	}
+	r := runCLI(t, once, "transcribe", testaudio.VoiceNote(t, t.TempDir()))
+	id, state := jobOf(t, r.stderr)
+	if state != "dead" {
+		t.Fatalf("job %s is %s; want dead", id, state)
+	}
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// What the Web UI's "Reset" does: replay up to the first workflow task
+	// and run on from there as a new run.
+	var first int64
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, 0)
+	for it.HasNext() && first == 0 {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.GetWorkflowTaskCompletedEventAttributes() != nil {
+			first = e.GetEventId()
+		}
+	}
+	engine.set(http.StatusOK)
+	if _, err := c.ResetWorkflowExecution(context.Background(), &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 "default",
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id},
+		Reason:                    "engine fixed",
+		WorkflowTaskFinishEventId: first,
+		RequestId:                 "reset-" + id,
+	}); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	waitFor(t, "the reset job to finish", func() bool {
+		return showField(runCLI(t, u.client, "jobs", "show", id).stdout, "state") == "done"
+	})
+	if show := runCLI(t, u.client, "jobs", "show", id); !strings.Contains(show.stdout, "transcript:\n"+testaudio.GoForwardText) {
+		t.Errorf("jobs show after reset:\n%s", show.stdout)
 	}
 }
