@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,9 +33,7 @@ import (
 )
 
 // loadConfig reads the environment, then the command's flags over it.
-func loadConfig(fs interface {
-	Parse([]string) error
-}, cfg *config.Config, args []string) error {
+func loadConfig(fs *flag.FlagSet, cfg *config.Config, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/httpapi"
+	"github.com/transcriber/transcriber/workflows"
 )
 
 func runUp(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
@@ -100,7 +101,7 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	go func() { httpErr <- srv.Serve(ln) }()
 
 	attrs := []any{"role", name, "http", "http://" + ln.Addr().String(), "engine", cfg.Engine,
-		"namespace", cfg.TemporalNamespace, "task_queue", "transcriber"}
+		"namespace", cfg.TemporalNamespace, "task_queue", workflows.TaskQueue}
 	if conn.server != nil {
 		attrs = append(attrs, "temporal", conn.server.FrontendAddr(), "data_dir", cfg.DataDir)
 		if ui := conn.server.UIAddr(); ui != "" {

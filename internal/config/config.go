@@ -39,40 +39,41 @@ type Config struct {
 
 // setting is one variable and its flag.
 type setting struct {
+	// flag is empty for secrets, which come from the environment only so
+	// that they never show in process lists.
 	env, flag, def, usage string
-	secret                bool
 	set                   func(c *Config, v string) error
 }
 
 var settings = []setting{
-	{"TEMPORAL_ADDRESS", "temporal-address", "", "host:port of an external Temporal frontend; unset embeds a Temporal server", false,
+	{"TEMPORAL_ADDRESS", "temporal-address", "", "host:port of an external Temporal frontend; unset embeds a Temporal server",
 		func(c *Config, v string) error { c.TemporalAddress = v; return nil }},
-	{"TEMPORAL_NAMESPACE", "temporal-namespace", "default", "Temporal namespace of the jobs", false,
+	{"TEMPORAL_NAMESPACE", "temporal-namespace", "default", "Temporal namespace of the jobs",
 		func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
-	{"TRANSCRIBER_DATA_DIR", "data-dir", "./data", "directory for the embedded server's database (temporal.db) and the stored recordings", false,
+	{"TRANSCRIBER_DATA_DIR", "data-dir", "./data", "directory for the embedded server's database (temporal.db) and the stored recordings",
 		func(c *Config, v string) error { c.DataDir = v; return nil }},
-	{"TRANSCRIBER_ENGINE", "engine", "local", "speech engine: local (offline pocketsphinx) or openai (any OpenAI-compatible server)", false,
+	{"TRANSCRIBER_ENGINE", "engine", "local", "speech engine: local (offline pocketsphinx) or openai (any OpenAI-compatible server)",
 		func(c *Config, v string) error { c.Engine = strings.ToLower(strings.TrimSpace(v)); return nil }},
-	{"TRANSCRIBER_RETRY_SCHEDULE", "retry-schedule", "30s,2m,10m,30m", "waits between attempts of a failing step, comma-separated; the last repeats", false,
+	{"TRANSCRIBER_RETRY_SCHEDULE", "retry-schedule", "30s,2m,10m,30m", "waits between attempts of a failing step, comma-separated; the last repeats",
 		func(c *Config, v string) (err error) { c.RetrySchedule, err = parseSchedule(v); return err }},
-	{"TRANSCRIBER_MAX_ATTEMPTS", "max-attempts", "5", "attempts a step may take before the job is dead", false,
+	{"TRANSCRIBER_MAX_ATTEMPTS", "max-attempts", "5", "attempts a step may take before the job is dead",
 		func(c *Config, v string) (err error) {
 			c.MaxAttempts, err = strconv.Atoi(strings.TrimSpace(v))
 			return err
 		}},
-	{"TRANSCRIBER_PARK_FOR", "park-for", "720h", "how long a failed or dead job waits for revive before it closes", false,
+	{"TRANSCRIBER_PARK_FOR", "park-for", "720h", "how long a failed or dead job waits for revive before it closes",
 		func(c *Config, v string) (err error) {
 			c.ParkFor, err = time.ParseDuration(strings.TrimSpace(v))
 			return err
 		}},
-	{"TRANSCRIBER_MAX_DURATION", "max-duration", "4h", "longest recording accepted", false,
+	{"TRANSCRIBER_MAX_DURATION", "max-duration", "4h", "longest recording accepted",
 		func(c *Config, v string) (err error) {
 			c.MaxDuration, err = time.ParseDuration(strings.TrimSpace(v))
 			return err
 		}},
-	{"TRANSCRIBER_HTTP_ADDR", "http-addr", "127.0.0.1:8080", "address of the HTTP server (health, metrics, API)", false,
+	{"TRANSCRIBER_HTTP_ADDR", "http-addr", "127.0.0.1:8080", "address of the HTTP server (health, metrics, API)",
 		func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
-	{"TRANSCRIBER_UI_ADDR", "ui-addr", "127.0.0.1:8233", "address of the embedded Temporal Web UI; off disables it", false,
+	{"TRANSCRIBER_UI_ADDR", "ui-addr", "127.0.0.1:8233", "address of the embedded Temporal Web UI; off disables it",
 		func(c *Config, v string) error {
 			if strings.EqualFold(strings.TrimSpace(v), "off") {
 				v = ""
@@ -80,22 +81,22 @@ var settings = []setting{
 			c.UIAddr = v
 			return nil
 		}},
-	{"TRANSCRIBER_TEMPORAL_PORT", "temporal-port", "7233", "gRPC port of the embedded Temporal server", false,
+	{"TRANSCRIBER_TEMPORAL_PORT", "temporal-port", "7233", "gRPC port of the embedded Temporal server",
 		func(c *Config, v string) (err error) {
 			c.TemporalPort, err = strconv.Atoi(strings.TrimSpace(v))
 			return err
 		}},
-	{"OPENAI_BASE_URL", "openai-base-url", "https://api.openai.com/v1", "base URL of the OpenAI-compatible server", false,
+	{"OPENAI_BASE_URL", "openai-base-url", "https://api.openai.com/v1", "base URL of the OpenAI-compatible server",
 		func(c *Config, v string) error { c.OpenAIBaseURL = strings.TrimSpace(v); return nil }},
-	{"OPENAI_API_KEY", "", "", "API key of the OpenAI-compatible server (environment only)", true,
+	{"OPENAI_API_KEY", "", "", "API key of the OpenAI-compatible server (environment only)",
 		func(c *Config, v string) error { c.OpenAIAPIKey = strings.TrimSpace(v); return nil }},
-	{"OPENAI_MODEL", "openai-model", "whisper-1", "model name sent to the OpenAI-compatible server", false,
+	{"OPENAI_MODEL", "openai-model", "whisper-1", "model name sent to the OpenAI-compatible server",
 		func(c *Config, v string) error { c.OpenAIModel = strings.TrimSpace(v); return nil }},
-	{"POCKETSPHINX_MODEL_DIR", "pocketsphinx-model-dir", "/usr/share/pocketsphinx/model/en-us", "pocketsphinx model directory of the local engine", false,
+	{"POCKETSPHINX_MODEL_DIR", "pocketsphinx-model-dir", "/usr/share/pocketsphinx/model/en-us", "pocketsphinx model directory of the local engine",
 		func(c *Config, v string) error { c.PocketsphinxModel = v; return nil }},
-	{"TRANSCRIBER_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", false,
+	{"TRANSCRIBER_LOG_LEVEL", "log-level", "info", "debug, info, warn or error",
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},
-	{"TRANSCRIBER_LOG_FORMAT", "log-format", "text", "text or json", false,
+	{"TRANSCRIBER_LOG_FORMAT", "log-format", "text", "text or json",
 		func(c *Config, v string) error { c.LogFormat = strings.ToLower(strings.TrimSpace(v)); return nil }},
 }
 

@@ -5,7 +5,6 @@
 package devserver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -286,20 +285,4 @@ func portAvailable(host string, port int) error {
 		return err
 	}
 	return l.Close()
-}
-
-// WaitReady blocks until the frontend answers or ctx ends.
-func WaitReady(ctx context.Context, addr string) error {
-	var d net.Dialer
-	for {
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			return c.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("temporal frontend %s not ready: %w", addr, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
