@@ -112,6 +112,9 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	var failed []string
 	for i, f := range files {
 		st, err := awaitSettled(ctx, conn.client, ids[i], stderr)
+		if err != nil && ctx.Err() != nil && mode == embedEphemeral {
+			return &exitError{code: 130, msg: "interrupted; nothing was kept"}
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
