@@ -61,6 +61,7 @@ type Server struct {
 	ui           *uiserver.Server
 	frontendAddr string
 	uiAddr       string
+	logLevel     *slog.LevelVar
 }
 
 // Start builds and starts the server. It returns once the frontend accepts
@@ -106,7 +107,9 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 
-	logger := newServerLogger(opts.Logger, opts.LogLevel)
+	level := &slog.LevelVar{}
+	level.Set(opts.LogLevel)
+	logger := newServerLogger(opts.Logger, level)
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
 		return nil, fmt.Errorf("devserver authorizer: %w", err)
@@ -140,7 +143,7 @@ func Start(opts Options) (*Server, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("devserver start: %w", err)
 	}
-	s := &Server{server: srv, frontendAddr: conf.PublicClient.HostPort}
+	s := &Server{server: srv, frontendAddr: conf.PublicClient.HostPort, logLevel: level}
 
 	if opts.UIAddr != "" {
 		host, portStr, _ := net.SplitHostPort(opts.UIAddr)
@@ -173,6 +176,9 @@ func (s *Server) UIAddr() string { return s.uiAddr }
 
 // Stop shuts the UI and all server services down.
 func (s *Server) Stop() error {
+	// While its services stop one by one, the server's internal clients
+	// warn about peers that are already gone; that is noise, not news.
+	s.logLevel.Set(slog.LevelError)
 	if s.ui != nil {
 		s.ui.Stop()
 	}

@@ -13,17 +13,17 @@ import (
 // process. The server is chatty at INFO; the level is set by the caller.
 type serverLogger struct {
 	log   *slog.Logger
-	level slog.Level
+	level *slog.LevelVar
 }
 
 var _ log.Logger = serverLogger{}
 
-func newServerLogger(l *slog.Logger, level slog.Level) serverLogger {
+func newServerLogger(l *slog.Logger, level *slog.LevelVar) serverLogger {
 	return serverLogger{log: l.With("component", "temporal-server"), level: level}
 }
 
 func (l serverLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
-	if level < l.level || !l.log.Enabled(context.Background(), level) {
+	if level < l.level.Level() || !l.log.Enabled(context.Background(), level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, len(tags))
