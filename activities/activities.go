@@ -47,11 +47,6 @@ type Recognizer interface {
 	Check(ctx context.Context, operationID string) (engine.Submission, error)
 }
 
-// Replier delivers the outcome of a job to whoever sent the recording.
-type Replier interface {
-	Deliver(ctx context.Context, r Reply) error
-}
-
 // Activities are the steps of TranscribeRecording.
 type Activities struct {
 	Blobs   BlobStore
@@ -60,6 +55,9 @@ type Activities struct {
 	// Repliers by source; a source without one (the command line) has
 	// nothing to deliver.
 	Repliers map[job.Source]Replier
+	// Fetchers by source, for intakes that hand over a file id rather than
+	// the bytes (Telegram).
+	Fetchers map[job.Source]Fetcher
 	Metrics  *metrics.Metrics
 	// WorkDir holds temporary files while a step runs.
 	WorkDir string

@@ -51,16 +51,27 @@ func (f *fakeEngine) Check(ctx context.Context, id string) (engine.Submission, e
 }
 
 type recordingReplier struct {
-	mu      sync.Mutex
-	replies []Reply
+	mu       sync.Mutex
+	outcomes []Outcome
+	skipped  []int
+	err      error
 }
 
 var _ Replier = (*recordingReplier)(nil)
 
-func (r *recordingReplier) Deliver(_ context.Context, rep Reply) error {
+func (r *recordingReplier) Acknowledge(context.Context, job.Recipient) (int, error) { return 99, nil }
+func (r *recordingReplier) ShowProgress(context.Context, job.Recipient, job.State) error {
+	return nil
+}
+func (r *recordingReplier) Deliver(_ context.Context, o Outcome, alreadySent int, progress func(int)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.replies = append(r.replies, rep)
+	if r.err != nil {
+		return r.err
+	}
+	r.outcomes = append(r.outcomes, o)
+	r.skipped = append(r.skipped, alreadySent)
+	progress(alreadySent + 1)
 	return nil
 }
 
@@ -367,6 +378,12 @@ func TestCheckStillRunningIsNotAFailure(t *testing.T) {
 // Scenario: Replies that cannot be delivered are recorded and do not fail
 func TestSendReply(t *testing.T) {
 	done := Reply{JobID: "tg-1-2", Source: job.SourceTelegram, State: job.Done, TranscriptKey: "jobs/tg-1-2/transcript.json"}
+	storeTranscript := func(t *testing.T, f *fixture) {
+		body, _ := json.Marshal(transcript.Document{Text: "go forward ten meters"})
+		if _, err := f.blobs.Put(context.Background(), done.TranscriptKey, bytes.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name       string
 		reply      Reply
@@ -383,6 +400,7 @@ func TestSendReply(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, &fakeEngine{})
+			storeTranscript(t, f)
 			rr := &recordingReplier{}
 			if tc.replier {
 				f.acts.Repliers[job.SourceTelegram] = rr
@@ -390,8 +408,8 @@ func TestSendReply(t *testing.T) {
 			if _, err := f.env.ExecuteActivity(f.acts.SendReply, ReplyInput{Reply: tc.reply}); err != nil {
 				t.Fatalf("SendReply: %v", err)
 			}
-			if len(rr.replies) != tc.delivered {
-				t.Errorf("delivered %d replies; want %d", len(rr.replies), tc.delivered)
+			if len(rr.outcomes) != tc.delivered {
+				t.Errorf("delivered %d replies; want %d", len(rr.outcomes), tc.delivered)
 			}
 			for _, reason := range []string{UndeliveredIntakeNotRunning, UndeliveredRecipientMissing} {
 				want := 0.0
@@ -411,6 +429,12 @@ func TestSendReply(t *testing.T) {
 			} else if strings.Contains(logs, "undelivered") {
 				t.Errorf("unexpected undelivered record:\n%s", logs)
 			}
+			if strings.Contains(logs, "go forward") {
+				t.Errorf("the log holds the transcript:\n%s", logs)
+			}
+			if tc.delivered == 1 && rr.outcomes[0].Text != "go forward ten meters" {
+				t.Errorf("delivered text = %q", rr.outcomes[0].Text)
+			}
 		})
 	}
 }
@@ -418,4 +442,131 @@ func TestSendReply(t *testing.T) {
 func withRecipient(r Reply) Reply {
 	r.Recipient = &job.Recipient{ChatID: 1, MessageID: 2}
 	return r
+}
+
+// serviceErr is a failure of an intake's service as a Replier or Fetcher
+// reports it.
+type serviceErr struct {
+	temporary bool
+	delay     time.Duration
+	kind      job.Kind
+}
+
+func (e serviceErr) Error() string             { return "service says no" }
+func (e serviceErr) Temporary() bool           { return e.temporary }
+func (e serviceErr) RetryDelay() time.Duration { return e.delay }
+func (e serviceErr) Verdict() (job.Kind, bool) { return e.kind, e.kind != "" }
+
+// Scenario: A retried reply resumes after the parts already sent
+func TestSendReplyResumesAfterSentParts(t *testing.T) {
+	f := newFixture(t, &fakeEngine{})
+	body, _ := json.Marshal(transcript.Document{Text: "text"})
+	if _, err := f.blobs.Put(context.Background(), "t.json", bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	rr := &recordingReplier{}
+	f.acts.Repliers[job.SourceTelegram] = rr
+	f.env.SetHeartbeatDetails(2)
+	in := ReplyInput{Reply: Reply{JobID: "tg-1-2", Source: job.SourceTelegram, Recipient: &job.Recipient{ChatID: 1}, State: job.Done, TranscriptKey: "t.json"}}
+	if _, err := f.env.ExecuteActivity(f.acts.SendReply, in); err != nil {
+		t.Fatal(err)
+	}
+	if len(rr.skipped) != 1 || rr.skipped[0] != 2 {
+		t.Errorf("parts skipped = %v; want the 2 sent by the earlier attempt", rr.skipped)
+	}
+}
+
+// Scenario: A reply the sender's service refuses for good is recorded, not retried
+func TestSendReplyRefusedByService(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		wantErr    bool
+		wantReason string
+		wantDelay  time.Duration
+	}{
+		{"blocked by the user", serviceErr{temporary: false}, false, UndeliveredRecipientRefused, 0},
+		{"rate limited", serviceErr{temporary: true, delay: 45 * time.Second}, true, "", 45 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, &fakeEngine{})
+			f.acts.Repliers[job.SourceTelegram] = &recordingReplier{err: tc.err}
+			in := ReplyInput{Call: schedule, Reply: Reply{JobID: "tg-1-2", Source: job.SourceTelegram, Recipient: &job.Recipient{ChatID: 1}, State: job.Failed}}
+			_, err := f.env.ExecuteActivity(f.acts.SendReply, in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error = %v; want error %v", err, tc.wantErr)
+			}
+			if err != nil {
+				if appErr := appError(t, err); appErr.NextRetryDelay() != tc.wantDelay || appErr.Type() != string(job.ServiceError) {
+					t.Errorf("error = %v (delay %v); want %s retried after %v", err, appErr.NextRetryDelay(), job.ServiceError, tc.wantDelay)
+				}
+			}
+			if tc.wantReason != "" && testutil.ToFloat64(f.acts.Metrics.RepliesUndelivered.WithLabelValues(tc.wantReason)) != 1 {
+				t.Errorf("undelivered{%s} not counted", tc.wantReason)
+			}
+		})
+	}
+}
+
+type fakeFetcher struct {
+	data []byte
+	err  error
+}
+
+func (f fakeFetcher) Fetch(_ context.Context, _ string, w io.Writer) (int64, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	n, err := w.Write(f.data)
+	return int64(n), err
+}
+
+// Scenario: The recording is fetched from the intake's service into the store
+func TestFetchOriginal(t *testing.T) {
+	tests := []struct {
+		name      string
+		fetcher   Fetcher
+		wantKind  job.Kind
+		retryable bool
+	}{
+		{"stored", fakeFetcher{data: []byte("OggS voice")}, "", false},
+		{"too big for the service", fakeFetcher{err: serviceErr{kind: job.FileTooBig}}, job.FileTooBig, false},
+		{"service down", fakeFetcher{err: serviceErr{temporary: true}}, job.ServiceError, true},
+		{"no connection here", nil, job.IntakeNotRunning, true},
+		{"empty file", fakeFetcher{}, job.EmptyAudio, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, &fakeEngine{})
+			f.acts.Fetchers = map[job.Source]Fetcher{}
+			if tc.fetcher != nil {
+				f.acts.Fetchers[job.SourceTelegram] = tc.fetcher
+			}
+			v, err := f.env.ExecuteActivity(f.acts.FetchOriginal, FetchInput{Source: job.SourceTelegram, FileID: "AwAD", Ext: ".ogg"})
+			if tc.wantKind == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out FetchOutput
+				if err := v.Get(&out); err != nil {
+					t.Fatal(err)
+				}
+				r, err := f.blobs.Open(context.Background(), out.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				got, _ := io.ReadAll(r)
+				if string(got) != "OggS voice" || out.Size != 10 || !strings.HasSuffix(out.Key, "/original.ogg") {
+					t.Errorf("fetched %q into %s (%d bytes)", got, out.Key, out.Size)
+				}
+				return
+			}
+			appErr := appError(t, err)
+			if appErr.Type() != string(tc.wantKind) || appErr.NonRetryable() == tc.retryable {
+				t.Errorf("error = %v; want kind %s, retryable %v", err, tc.wantKind, tc.retryable)
+			}
+		})
+	}
 }

@@ -53,8 +53,28 @@ func classify(ctx context.Context, call Call, err error) error {
 		}
 		return retry(ctx, call, kind, e.Error(), e.RetryAfter)
 	}
+	var ve verdictError
+	if errors.As(err, &ve) {
+		if kind, ok := ve.Verdict(); ok {
+			return verdict(kind, err.Error())
+		}
+	}
+	var sf serviceFailure
+	if errors.As(err, &sf) {
+		if !sf.Temporary() {
+			return verdict(job.ServiceRefused, err.Error())
+		}
+		return retry(ctx, call, job.ServiceError, err.Error(), sf.RetryDelay())
+	}
+	if errors.Is(err, errIntakeNotRunning) {
+		return retry(ctx, call, job.IntakeNotRunning, err.Error(), 0)
+	}
 	return retry(ctx, call, job.Internal, err.Error(), 0)
 }
+
+// errIntakeNotRunning: the step needs the intake's service and this worker
+// has no connection to it. Another worker may, so it is retried.
+var errIntakeNotRunning = errors.New("the intake is not running here")
 
 // retry is a temporary failure. Its delay follows the job's back-off
 // schedule exactly, and never undercuts a wait the engine asked for.

@@ -11,8 +11,9 @@ import (
 	"github.com/transcriber/transcriber/internal/metrics"
 )
 
-// Interceptor counts every executed activity by outcome and logs each
-// failure once, at WARN, with the job id and failure kind. Idle workers run
+// Interceptor counts every executed activity by outcome (success, failure,
+// cancelled) and logs each failure once, at WARN, with the job id and
+// failure kind. Idle workers run
 // nothing and so count and log nothing.
 type Interceptor struct {
 	interceptor.WorkerInterceptorBase
@@ -40,16 +41,20 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		switch {
 		case errors.As(err, &appErr):
 			kind = appErr.Type()
-		case errors.Is(err, context.Canceled):
-			kind = "cancelled"
+		case errors.Is(err, context.Canceled) || temporal.IsCanceledError(err):
+			outcome, kind = "cancelled", "cancelled"
 		case errors.Is(err, context.DeadlineExceeded):
 			kind = "timeout"
 		}
-		activity.GetLogger(ctx).Warn("step failed",
-			"job_id", info.WorkflowExecution.ID,
-			"activity", info.ActivityType.Name,
-			"kind", kind,
-			"error", err.Error())
+		log := activity.GetLogger(ctx)
+		attrs := []any{"job_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name, "kind", kind, "error", err.Error()}
+		if outcome == "cancelled" {
+			// The job was cancelled or the step's lease moved elsewhere:
+			// nothing failed here.
+			log.Info("step stopped", attrs...)
+		} else {
+			log.Warn("step failed", attrs...)
+		}
 	}
 	if a.m != nil {
 		a.m.ActivityRuns.WithLabelValues(info.ActivityType.Name, outcome).Inc()

@@ -2,10 +2,13 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"go.temporal.io/sdk/activity"
 
 	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/transcript"
 )
 
 // Reply is the outcome of a job on its way back to the sender.
@@ -25,11 +28,24 @@ type ReplyInput struct {
 	Reply
 }
 
+// Outcome is what a Replier delivers: the reply with the transcript's text
+// read from the store. It stays inside the worker process.
+type Outcome struct {
+	JobID     string
+	Recipient job.Recipient
+	State     job.State
+	Text      string
+	Failure   *job.Failure
+}
+
 // Reasons a reply could not be delivered; the label of
 // transcriber_replies_undelivered_total.
 const (
 	UndeliveredIntakeNotRunning = "intake_not_running"
 	UndeliveredRecipientMissing = "recipient_missing"
+	// The sender's service refused the reply for good: the bot was blocked,
+	// the chat is gone.
+	UndeliveredRecipientRefused = "recipient_refused"
 )
 
 // ExpectsReply reports whether the sender of a job from source waits for a
@@ -39,28 +55,67 @@ func ExpectsReply(source job.Source) bool { return source == job.SourceTelegram 
 
 // SendReply delivers the outcome to the sender. A reply that cannot be
 // delivered is recorded and does not fail the job: the transcript is kept
-// and the sender can still ask for it.
+// and the sender can still ask for it. A long reply goes out in parts; a
+// retried attempt resumes after the parts its predecessor sent, which it
+// finds in the step's heartbeat details.
 func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 	if !ExpectsReply(in.Source) {
 		return nil
 	}
-	log := activity.GetLogger(ctx)
 	r, ok := a.Repliers[in.Source]
 	if !ok {
-		a.undelivered(UndeliveredIntakeNotRunning)
-		log.Warn("reply undelivered", "job_id", in.JobID, "source", string(in.Source), "reason", UndeliveredIntakeNotRunning)
+		a.undelivered(ctx, in.JobID, in.Source, UndeliveredIntakeNotRunning)
 		return nil
 	}
 	if in.Recipient == nil || in.Recipient.ChatID == 0 {
-		a.undelivered(UndeliveredRecipientMissing)
-		log.Error("reply undelivered", "job_id", in.JobID, "source", string(in.Source), "reason", UndeliveredRecipientMissing)
+		a.undelivered(ctx, in.JobID, in.Source, UndeliveredRecipientMissing)
 		return nil
 	}
-	return classify(ctx, in.Call, r.Deliver(ctx, in.Reply))
+	out := Outcome{JobID: in.JobID, Recipient: *in.Recipient, State: in.State, Failure: in.Failure}
+	if in.State == job.Done {
+		doc, err := a.readTranscript(ctx, in.TranscriptKey)
+		if err != nil {
+			return classify(ctx, in.Call, err)
+		}
+		out.Text = doc.Text
+	}
+	sent := 0
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &sent)
+	}
+	err := r.Deliver(ctx, out, sent, func(n int) { activity.RecordHeartbeat(ctx, n) })
+	var sf serviceFailure
+	if err != nil && ctx.Err() == nil && errors.As(err, &sf) && !sf.Temporary() {
+		a.undelivered(ctx, in.JobID, in.Source, UndeliveredRecipientRefused)
+		return nil
+	}
+	return classify(ctx, in.Call, err)
 }
 
-func (a *Activities) undelivered(reason string) {
+func (a *Activities) readTranscript(ctx context.Context, key string) (transcript.Document, error) {
+	r, err := a.Blobs.Open(ctx, key)
+	if err != nil {
+		return transcript.Document{}, err
+	}
+	defer r.Close()
+	doc, err := transcript.Decode(r)
+	if err != nil {
+		return transcript.Document{}, fmt.Errorf("transcript %s: %w", key, err)
+	}
+	return doc, nil
+}
+
+// undelivered records a reply that will not reach its sender: a WARN for
+// the configurations that explain it, an ERROR for a job that lacks its
+// chat, which only a damaged record can. Never the text.
+func (a *Activities) undelivered(ctx context.Context, jobID string, source job.Source, reason string) {
 	if a.Metrics != nil {
 		a.Metrics.RepliesUndelivered.WithLabelValues(reason).Inc()
 	}
+	log := activity.GetLogger(ctx)
+	if reason == UndeliveredRecipientMissing {
+		log.Error("reply undelivered", "job_id", jobID, "source", string(source), "reason", reason)
+		return
+	}
+	log.Warn("reply undelivered", "job_id", jobID, "source", string(source), "reason", reason)
 }

@@ -38,6 +38,11 @@ const (
 	// heartbeatTimeout is how soon a silent worker loses its lease on a long
 	// step. Steps heartbeat every few seconds.
 	heartbeatTimeout = 30 * time.Second
+	// fetchTimeout bounds one download from the intake's service; files
+	// there are at most a few gigabytes and heartbeats catch a lost worker.
+	fetchTimeout = 30 * time.Minute
+	// courtesyTimeout bounds one status-message update to the sender.
+	courtesyTimeout = 30 * time.Second
 	// checkTimeout bounds one status request to an engine.
 	checkTimeout = 2 * time.Minute
 	// replyTimeout bounds one delivery attempt, a document upload included.
@@ -56,6 +61,7 @@ const (
 var verdictKinds = []string{
 	string(job.EmptyAudio), string(job.UnsupportedFormat), string(job.TooLong), string(job.NoSpeech),
 	string(job.EngineRejected), string(job.EngineUnauthorized), string(job.OperationFailed), string(job.EngineNotConfigured),
+	string(job.FileTooBig), string(job.SourceFileMissing), string(job.ServiceRefused),
 }
 
 var languagePattern = regexp.MustCompile(`^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`)
@@ -207,6 +213,20 @@ func (j *jobState) handle(ctx workflow.Context) error {
 // run does the steps that are not done yet, so that a revived job resumes
 // from the step that stopped it.
 func (j *jobState) run(ctx workflow.Context) error {
+	j.acknowledge(ctx)
+	if j.s.Original.Key == "" && j.s.Original.FileID != "" {
+		if err := j.enter(ctx, job.Fetching); err != nil {
+			return err
+		}
+		var out activities.FetchOutput
+		err := workflow.ExecuteActivity(j.stepOptions(ctx, fetchTimeout, heartbeatTimeout), a.FetchOriginal, activities.FetchInput{
+			Call: j.call(), Source: j.s.Source, FileID: j.s.Original.FileID, Ext: j.s.Original.Ext,
+		}).Get(ctx, &out)
+		if err != nil {
+			return err
+		}
+		j.s.Original.Key, j.s.Original.Size = out.Key, out.Size
+	}
 	if j.s.AudioKey == "" {
 		if err := j.enter(ctx, job.Converting); err != nil {
 			return err
@@ -347,7 +367,8 @@ func (p Policy) retryPolicy() *temporal.RetryPolicy {
 	}
 }
 
-// enter moves the job to a new state and publishes it to visibility.
+// enter moves the job to a new state and publishes it to visibility and,
+// for senders who watch a status message, to them.
 func (j *jobState) enter(ctx workflow.Context, s job.State) error {
 	j.s.State = s
 	j.s.UpdatedAt = workflow.Now(ctx)
@@ -359,7 +380,51 @@ func (j *jobState) enter(ctx workflow.Context, s job.State) error {
 	if err != nil {
 		return fmt.Errorf("publish state %s: %w", s, err)
 	}
+	j.showProgress(ctx, s)
 	return nil
+}
+
+// courtesy runs a step that only informs the sender: a few quick attempts,
+// and the job goes on without it. Command-line and HTTP jobs, whose senders
+// watch no status message, never run one.
+func (j *jobState) courtesy(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: courtesyTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 3,
+		},
+	})
+}
+
+// acknowledge tells the sender once that the recording was accepted.
+func (j *jobState) acknowledge(ctx workflow.Context) {
+	r := j.s.Recipient
+	if !activities.ExpectsReply(j.s.Source) || r == nil || r.StatusMessageID != 0 || j.s.Acknowledged {
+		return
+	}
+	j.s.Acknowledged = true
+	var id int
+	err := workflow.ExecuteActivity(j.courtesy(ctx), a.Acknowledge, activities.NoticeInput{
+		JobID: j.s.JobID, Source: j.s.Source, Recipient: *r,
+	}).Get(ctx, &id)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("sender not told of acceptance", "job_id", j.s.JobID, "error", err)
+		return
+	}
+	r.StatusMessageID = id
+}
+
+func (j *jobState) showProgress(ctx workflow.Context, s job.State) {
+	r := j.s.Recipient
+	if !activities.ExpectsReply(j.s.Source) || r == nil || r.StatusMessageID == 0 || ctx.Err() != nil {
+		return
+	}
+	err := workflow.ExecuteActivity(j.courtesy(ctx), a.ShowProgress, activities.NoticeInput{
+		JobID: j.s.JobID, Source: j.s.Source, Recipient: *r, State: s,
+	}).Get(ctx, nil)
+	if err != nil && ctx.Err() == nil {
+		workflow.GetLogger(ctx).Info("status message not updated", "job_id", j.s.JobID, "state", string(s), "error", err)
+	}
 }
 
 // failure reads what stopped a step. A definitive verdict fails the job. A

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -375,4 +376,57 @@ func (s *workflowSuite) Test_OldCommandLineJobStillRunsReply() {
 	s.env.ExecuteWorkflow(TranscribeRecording, in)
 
 	s.Equal(job.Done, s.result().State)
+}
+
+// Scenario: A Telegram job is acknowledged, fetched, and shows its progress
+func (s *workflowSuite) Test_TelegramJobFetchesAndShowsProgress() {
+	in := testInput()
+	in.Original = Original{FileID: "AwACAgIAAxkBAAIB", Ext: ".ogg", Name: "voice.ogg"}
+	s.env.OnActivity(a.Acknowledge, mock.Anything, mock.Anything).Return(555, nil).Once()
+	s.env.OnActivity(a.FetchOriginal, mock.Anything, mock.MatchedBy(func(in activities.FetchInput) bool {
+		return in.FileID == "AwACAgIAAxkBAAIB" && in.Ext == ".ogg" && in.Source == job.SourceTelegram
+	})).Return(activities.FetchOutput{Key: "jobs/j/original.ogg", Size: 8138}, nil).Once()
+	var shown []job.State
+	s.env.OnActivity(a.ShowProgress, mock.Anything, mock.MatchedBy(func(in activities.NoticeInput) bool {
+		return in.Recipient.StatusMessageID == 555
+	})).Return(func(_ context.Context, in activities.NoticeInput) error {
+		shown = append(shown, in.State)
+		if in.State == job.Converting {
+			return errors.New("telegram hiccup") // a courtesy: the job goes on
+		}
+		return nil
+	})
+	s.env.OnActivity(a.Convert, mock.Anything, mock.MatchedBy(func(in activities.ConvertInput) bool {
+		return in.OriginalKey == "jobs/j/original.ogg"
+	})).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
+		return in.State == job.Done && in.Recipient.StatusMessageID == 555 && in.Recipient.MessageID == 7
+	})).Return(nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(job.Done, s.result().State)
+	s.Equal([]job.State{job.Fetching, job.Converting, job.Converting, job.Converting, job.Transcribing, job.Replying, job.Done}, shown,
+		"every state after acceptance is shown; a failed update is tried three times")
+	st := s.status()
+	s.Equal("jobs/j/original.ogg", st.Original.Key)
+	s.EqualValues(8138, st.Original.Size)
+}
+
+// Scenario: A file Telegram will not hand over fails the job with the reason
+func (s *workflowSuite) Test_TelegramFileTooBigFails() {
+	in := testInput()
+	in.Original = Original{FileID: "big", Ext: ".ogg"}
+	s.env.OnActivity(a.Acknowledge, mock.Anything, mock.Anything).Return(556, nil).Once()
+	s.env.OnActivity(a.ShowProgress, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(a.FetchOriginal, mock.Anything, mock.Anything).Return(activities.FetchOutput{},
+		temporal.NewNonRetryableApplicationError("file is too big", string(job.FileTooBig), nil)).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
+		return in.State == job.Failed && in.Failure.Kind == job.FileTooBig && in.Failure.Step == job.Fetching
+	})).Return(nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(job.Failed, s.result().State)
 }

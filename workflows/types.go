@@ -25,8 +25,14 @@ type Input struct {
 
 // Original is the recording as the sender gave it.
 type Original struct {
-	// Key of the stored bytes in the blob store.
-	Key  string `json:"key"`
+	// Key of the stored bytes in the blob store; empty until fetched when
+	// the intake handed over a FileID instead.
+	Key string `json:"key"`
+	// FileID is the recording's id at the intake's service (Telegram), from
+	// which the job fetches it.
+	FileID string `json:"file_id,omitempty"`
+	// Ext is the extension to store the original under, e.g. ".ogg".
+	Ext  string `json:"ext,omitempty"`
 	Name string `json:"name,omitempty"`
 	MIME string `json:"mime,omitempty"`
 	Size int64  `json:"size,omitempty"`
@@ -77,12 +83,14 @@ type Status struct {
 	// PollInterval is the engine's fixed wait between checks.
 	PollInterval time.Duration `json:"poll_interval,omitempty"`
 	// OperationDeadline ends the wait for an engine operation.
-	OperationDeadline time.Time    `json:"operation_deadline,omitzero"`
-	TranscriptKey     string       `json:"transcript_key,omitempty"`
-	RawKey            string       `json:"raw_key,omitempty"`
-	Words             int          `json:"words,omitempty"`
-	Replied           bool         `json:"replied,omitempty"`
-	Failure           *job.Failure `json:"failure,omitempty"`
+	OperationDeadline time.Time `json:"operation_deadline,omitzero"`
+	TranscriptKey     string    `json:"transcript_key,omitempty"`
+	RawKey            string    `json:"raw_key,omitempty"`
+	Words             int       `json:"words,omitempty"`
+	Replied           bool      `json:"replied,omitempty"`
+	// Acknowledged is set once the sender was told of the acceptance.
+	Acknowledged bool         `json:"acknowledged,omitempty"`
+	Failure      *job.Failure `json:"failure,omitempty"`
 	// Revivals counts how often an operator resumed the job.
 	Revivals   int       `json:"revivals,omitempty"`
 	AcceptedAt time.Time `json:"accepted_at"`

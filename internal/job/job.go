@@ -57,11 +57,18 @@ const (
 	EngineUnauthorized  Kind = "engine_unauthorized"
 	OperationFailed     Kind = "operation_failed"
 	EngineNotConfigured Kind = "engine_not_configured"
+	// Definitive verdicts of the intake's service (Telegram).
+	FileTooBig        Kind = "file_too_big"
+	SourceFileMissing Kind = "source_file_missing"
+	ServiceRefused    Kind = "service_refused"
 	// Temporary trouble: retried with back-off until attempts run out.
 	ServiceError Kind = "service_error"
 	NoAck        Kind = "no_ack"
 	Timeout      Kind = "timeout"
 	Internal     Kind = "internal"
+	// IntakeNotRunning: the job needs its intake's service (Telegram) and
+	// this worker is not connected to it; another worker may be.
+	IntakeNotRunning Kind = "intake_not_running"
 )
 
 // Failure records why a job stopped.
@@ -76,7 +83,11 @@ type Failure struct {
 
 // Recipient is where the reply of a job goes. Only Telegram jobs have one.
 type Recipient struct {
-	ChatID    int64  `json:"chat_id,omitempty"`
-	MessageID int    `json:"message_id,omitempty"`
-	Language  string `json:"language,omitempty"`
+	ChatID int64 `json:"chat_id,omitempty"`
+	// MessageID is the sender's message with the recording; replies quote it.
+	MessageID int `json:"message_id,omitempty"`
+	// StatusMessageID is the bot's message that shows the job's progress.
+	StatusMessageID int `json:"status_message_id,omitempty"`
+	// Language is the language the bot speaks to this sender.
+	Language string `json:"language,omitempty"`
 }

@@ -31,7 +31,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		ActivityRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "transcriber_activity_runs_total",
-			Help: "Activity executions by activity and outcome (success or failure). Idle polling is not counted.",
+			Help: "Activity executions by activity and outcome (success, failure or cancelled). Idle polling is not counted.",
 		}, []string{"activity", "outcome"}),
 		RepliesUndelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "transcriber_replies_undelivered_total",

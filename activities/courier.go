@@ -1,0 +1,124 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/transcriber/transcriber/internal/job"
+)
+
+// Replier talks to the sender through the service their recording came
+// from (Telegram).
+type Replier interface {
+	// Acknowledge tells the sender the recording was accepted and returns
+	// the id of a status message to edit later.
+	Acknowledge(ctx context.Context, to job.Recipient) (statusMessageID int, err error)
+	// ShowProgress edits the status message to show the job's state.
+	ShowProgress(ctx context.Context, to job.Recipient, s job.State) error
+	// Deliver sends the outcome, skipping the first alreadySent parts, and
+	// calls progress with the count of parts sent so far after each one.
+	Deliver(ctx context.Context, o Outcome, alreadySent int, progress func(sent int)) error
+}
+
+// Fetcher downloads a recording from the service it came from.
+type Fetcher interface {
+	Fetch(ctx context.Context, fileID string, w io.Writer) (int64, error)
+}
+
+// serviceFailure is how a Fetcher or Replier reports trouble with its
+// service: whether it may pass, and how long the service asked to wait.
+type serviceFailure interface {
+	error
+	Temporary() bool
+	RetryDelay() time.Duration
+}
+
+// verdictError is a serviceFailure that is a definitive verdict on the job,
+// such as a file the service will never hand out.
+type verdictError interface {
+	error
+	Verdict() (job.Kind, bool)
+}
+
+// NoticeInput names the job whose sender is to be told something.
+type NoticeInput struct {
+	Call
+	JobID     string        `json:"job_id"`
+	Source    job.Source    `json:"source"`
+	Recipient job.Recipient `json:"recipient"`
+	State     job.State     `json:"state,omitempty"`
+}
+
+// Acknowledge sends the "received" status message. Without a replier it
+// does nothing: the reply step records that the sender cannot be reached.
+func (a *Activities) Acknowledge(ctx context.Context, in NoticeInput) (int, error) {
+	r, ok := a.Repliers[in.Source]
+	if !ok || in.Recipient.ChatID == 0 {
+		return 0, nil
+	}
+	id, err := r.Acknowledge(ctx, in.Recipient)
+	return id, classify(ctx, in.Call, err)
+}
+
+// ShowProgress edits the status message. It is a courtesy: the workflow
+// gives it few attempts and goes on without it.
+func (a *Activities) ShowProgress(ctx context.Context, in NoticeInput) error {
+	r, ok := a.Repliers[in.Source]
+	if !ok || in.Recipient.ChatID == 0 || in.Recipient.StatusMessageID == 0 {
+		return nil
+	}
+	return classify(ctx, in.Call, r.ShowProgress(ctx, in.Recipient, in.State))
+}
+
+// FetchInput names a recording held by the intake's service.
+type FetchInput struct {
+	Call
+	Source job.Source `json:"source"`
+	FileID string     `json:"file_id"`
+	// Ext is the extension to store the original under, e.g. ".ogg".
+	Ext string `json:"ext"`
+}
+
+// FetchOutput is the stored original.
+type FetchOutput struct {
+	Key  string `json:"key"`
+	Size int64  `json:"size"`
+}
+
+// FetchOriginal downloads the recording into the blob store, so that the
+// job no longer depends on the service keeping it.
+func (a *Activities) FetchOriginal(ctx context.Context, in FetchInput) (FetchOutput, error) {
+	out, err := a.fetch(ctx, in)
+	return out, classify(ctx, in.Call, err)
+}
+
+func (a *Activities) fetch(ctx context.Context, in FetchInput) (FetchOutput, error) {
+	f, ok := a.Fetchers[in.Source]
+	if !ok {
+		return FetchOutput{}, fmt.Errorf("%w: no %s connection on this worker", errIntakeNotRunning, in.Source)
+	}
+	key := attemptKey(ctx, "original"+in.Ext)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Blobs.Put(ctx, key, pr)
+		pr.CloseWithError(err)
+		done <- err
+	}()
+	stop := heartbeat(ctx, heartbeatEvery)
+	n, err := f.Fetch(ctx, in.FileID, pw)
+	stop()
+	pw.CloseWithError(err)
+	if putErr := <-done; err == nil && putErr != nil {
+		err = putErr
+	}
+	if err != nil {
+		return FetchOutput{}, err
+	}
+	if n == 0 {
+		return FetchOutput{}, verdict(job.EmptyAudio, "the recording is empty")
+	}
+	return FetchOutput{Key: key, Size: n}, nil
+}
