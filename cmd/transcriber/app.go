@@ -29,6 +29,7 @@ import (
 	"github.com/transcriber/transcriber/internal/engine/openai"
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/metrics"
+	"github.com/transcriber/transcriber/internal/telegram"
 	"github.com/transcriber/transcriber/workflows"
 )
 
@@ -84,6 +85,8 @@ const (
 type temporalConn struct {
 	client client.Client
 	server *devserver.Server
+	// addr is the frontend dialed.
+	addr string
 }
 
 func (t *temporalConn) Close() {
@@ -148,7 +151,7 @@ func connect(ctx context.Context, cfg config.Config, mode embedMode, logger *slo
 		}
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", addr, err)
 	}
-	conn.client = c
+	conn.client, conn.addr = c, addr
 	return conn, nil
 }
 
@@ -178,7 +181,7 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 
 // newActivities wires the steps to the engines and stores the
 // configuration selects.
-func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry) (*activities.Activities, error) {
+func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry, tg *telegram.Client) (*activities.Activities, error) {
 	tools, err := audio.NewTools()
 	if err != nil {
 		return nil, err
@@ -199,12 +202,19 @@ func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry) (*activ
 		return nil, err
 	}
 	engines[oa.Name()] = oa
+	repliers := map[job.Source]activities.Replier{}
+	fetchers := map[job.Source]activities.Fetcher{}
+	if tg != nil {
+		m := telegram.NewMessenger(tg)
+		repliers[job.SourceTelegram], fetchers[job.SourceTelegram] = m, m
+	}
 	work := os.TempDir()
 	return &activities.Activities{
 		Blobs:       blobs,
 		Audio:       tools,
 		Engines:     engines,
-		Repliers:    map[job.Source]activities.Replier{},
+		Repliers:    repliers,
+		Fetchers:    fetchers,
 		Metrics:     tel.metrics,
 		WorkDir:     work,
 		MaxDuration: cfg.MaxDuration,

@@ -90,7 +90,7 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	}
 	defer conn.Close()
 	if conn.server != nil {
-		acts, err := newActivities(cfg, blobs, tel)
+		acts, err := newActivities(cfg, blobs, tel, nil)
 		if err != nil {
 			return err
 		}

@@ -14,43 +14,74 @@ import (
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/httpapi"
+	"github.com/transcriber/transcriber/internal/telegram"
 	"github.com/transcriber/transcriber/workflows"
 )
 
 func runUp(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
-	return serve(ctx, args, env, stderr, embedPersistent, "up", `Usage: transcriber up [flags]
+	return serve(ctx, args, env, stderr, role{name: "up", mode: embedPersistent, worker: true, bot: botIfConfigured}, `Usage: transcriber up [flags]
 
 Runs everything on one machine in one process: an embedded Temporal server
 that keeps its state in $TRANSCRIBER_DATA_DIR/temporal.db, the Temporal Web
-UI on $TRANSCRIBER_UI_ADDR, a worker, and the HTTP server on
-$TRANSCRIBER_HTTP_ADDR (/healthz, /readyz, /metrics). With TEMPORAL_ADDRESS
-set it embeds nothing and joins that cluster instead. Stop with Ctrl-C or
-SIGTERM: running steps get time to finish, and nothing is lost either way.`)
+UI on $TRANSCRIBER_UI_ADDR, a worker, the HTTP server on
+$TRANSCRIBER_HTTP_ADDR (/healthz, /readyz, /metrics), and the Telegram bot
+when TELEGRAM_BOT_TOKEN is set. With TEMPORAL_ADDRESS set it embeds nothing
+and joins that cluster instead. Stop with Ctrl-C or SIGTERM: running steps
+get time to finish, and nothing is lost either way.`)
 }
 
 func runWorker(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
-	return serve(ctx, args, env, stderr, dialLocal, "worker", `Usage: transcriber worker [flags]
+	return serve(ctx, args, env, stderr, role{name: "worker", mode: dialLocal, worker: true}, `Usage: transcriber worker [flags]
 
 Runs a worker that executes jobs from the Temporal server at
 TEMPORAL_ADDRESS (default: the "transcriber up" on this machine), with the
 HTTP server for /healthz, /readyz and /metrics. Start as many as the
-machines allow; Temporal hands each step to exactly one of them.`)
+machines allow; Temporal hands each step to exactly one of them. Workers
+that should fetch and answer Telegram recordings need TELEGRAM_BOT_TOKEN.`)
 }
 
-// serve runs a worker and the HTTP server until ctx ends, embedding a
-// Temporal server first when mode says so.
-func serve(ctx context.Context, args []string, env func(string) string, stderr io.Writer, mode embedMode, name, usage string) error {
+func runBot(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	return serve(ctx, args, env, stderr, role{name: "bot", mode: dialLocal, bot: botRequired}, `Usage: transcriber bot [flags]
+
+Runs the Telegram bot alone against the Temporal server at TEMPORAL_ADDRESS
+(default: the "transcriber up" on this machine), with the HTTP server for
+/healthz, /readyz and /metrics. It needs TELEGRAM_BOT_TOKEN; who may use it
+is TELEGRAM_ALLOWED_USERS. Workers do the jobs it starts.`)
+}
+
+// role says what one command runs.
+type role struct {
+	name   string
+	mode   embedMode
+	worker bool
+	bot    botMode
+}
+
+type botMode int
+
+const (
+	botNever botMode = iota
+	botIfConfigured
+	botRequired
+)
+
+// serve runs the role's parts and the HTTP server until ctx ends, embedding
+// a Temporal server first when the role says so.
+func serve(ctx context.Context, args []string, env func(string) string, stderr io.Writer, r role, usage string) error {
 	cfg, err := config.Load(env)
 	if err != nil {
 		return &exitError{code: 2, msg: "configuration: " + err.Error()}
 	}
-	fs := newFlagSet(name, usage, stderr)
+	fs := newFlagSet(r.name, usage, stderr)
 	cfg.RegisterFlags(fs)
 	if err := loadConfig(fs, &cfg, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError("%s takes no arguments, got %q", name, fs.Args())
+		return usageError("%s takes no arguments, got %q", r.name, fs.Args())
+	}
+	if r.bot == botRequired && cfg.TelegramToken == "" {
+		return usageError("the bot needs TELEGRAM_BOT_TOKEN (from @BotFather)")
 	}
 	logger := newLogger(cfg, stderr)
 	tel := newTelemetry()
@@ -63,7 +94,7 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	}
 	defer ln.Close()
 
-	conn, err := connect(ctx, cfg, mode, logger, tel)
+	conn, err := connect(ctx, cfg, r.mode, logger, tel)
 	if err != nil {
 		return err
 	}
@@ -75,15 +106,23 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	if err != nil {
 		return err
 	}
-	acts, err := newActivities(cfg, blobs, tel)
-	if err != nil {
-		return err
+	var tg *telegram.Client
+	if cfg.TelegramToken != "" {
+		if tg, err = telegram.NewClient(cfg.TelegramToken, cfg.TelegramEndpoint, nil); err != nil {
+			return err
+		}
 	}
-	w := newWorker(conn.client, acts, tel)
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
+	if r.worker {
+		acts, err := newActivities(cfg, blobs, tel, tg)
+		if err != nil {
+			return err
+		}
+		w := newWorker(conn.client, acts, tel)
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("start worker: %w", err)
+		}
+		defer w.Stop()
 	}
-	defer w.Stop()
 
 	srv := &http.Server{
 		Handler: httpapi.NewHandler(httpapi.Options{
@@ -97,33 +136,53 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	httpErr := make(chan error, 1)
-	go func() { httpErr <- srv.Serve(ln) }()
+	failed := make(chan error, 2)
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			failed <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+	botCtx, stopBot := context.WithCancel(ctx)
+	defer stopBot()
+	botDone := make(chan struct{})
+	if tg != nil && r.bot != botNever {
+		bot := telegram.NewBot(tg, conn.client, blobs, telegram.BotConfig{
+			Allowed: cfg.TelegramAllowed, Engine: cfg.Engine, Policy: policyFrom(cfg), MaxDuration: cfg.MaxDuration,
+		}, logger)
+		go func() {
+			defer close(botDone)
+			if err := bot.Run(botCtx); err != nil && botCtx.Err() == nil {
+				failed <- fmt.Errorf("telegram bot: %w", err)
+			}
+		}()
+	} else {
+		close(botDone)
+	}
 
-	attrs := []any{"role", name, "http", "http://" + ln.Addr().String(), "engine", cfg.Engine,
-		"namespace", cfg.TemporalNamespace, "task_queue", workflows.TaskQueue}
+	attrs := []any{"role", r.name, "http", "http://" + ln.Addr().String(), "engine", cfg.Engine,
+		"namespace", cfg.TemporalNamespace, "task_queue", workflows.TaskQueue, "telegram", tg != nil && r.bot != botNever}
 	if conn.server != nil {
 		attrs = append(attrs, "temporal", conn.server.FrontendAddr(), "data_dir", cfg.DataDir)
 		if ui := conn.server.UIAddr(); ui != "" {
 			attrs = append(attrs, "web_ui", "http://"+ui)
 		}
 	} else {
-		attrs = append(attrs, "temporal", cfg.TemporalAddress)
+		attrs = append(attrs, "temporal", conn.addr)
 	}
 	logger.Info("transcriber is running", attrs...)
 
+	var runErr error
 	select {
 	case <-ctx.Done():
 		logger.Info("stopping: letting running steps finish")
-	case err := <-httpErr:
-		if !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http server: %w", err)
-		}
+	case runErr = <-failed:
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("http server shutdown", "error", err)
 	}
-	return nil
+	stopBot()
+	<-botDone
+	return runErr
 }

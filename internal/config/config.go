@@ -33,6 +33,9 @@ type Config struct {
 	OpenAIAPIKey      string
 	OpenAIModel       string
 	PocketsphinxModel string
+	TelegramToken     string
+	TelegramEndpoint  string
+	TelegramAllowed   []string
 	LogLevel          slog.Level
 	LogFormat         string
 }
@@ -94,6 +97,15 @@ var settings = []setting{
 		func(c *Config, v string) error { c.OpenAIModel = strings.TrimSpace(v); return nil }},
 	{"POCKETSPHINX_MODEL_DIR", "pocketsphinx-model-dir", "/usr/share/pocketsphinx/model/en-us", "pocketsphinx model directory of the local engine",
 		func(c *Config, v string) error { c.PocketsphinxModel = v; return nil }},
+	{"TELEGRAM_BOT_TOKEN", "", "", "token of the Telegram bot from @BotFather; set, up runs the bot (environment only)",
+		func(c *Config, v string) error { c.TelegramToken = strings.TrimSpace(v); return nil }},
+	{"TELEGRAM_API_ENDPOINT", "telegram-api-endpoint", "https://api.telegram.org", "Bot API server; a local telegram-bot-api --local lifts the 20 MB download limit",
+		func(c *Config, v string) error {
+			c.TelegramEndpoint = strings.TrimRight(strings.TrimSpace(v), "/")
+			return nil
+		}},
+	{"TELEGRAM_ALLOWED_USERS", "telegram-allowed-users", "", "who may use the bot: numeric user ids and @usernames, comma-separated; unset is nobody",
+		func(c *Config, v string) error { c.TelegramAllowed = parseUsers(v); return nil }},
 	{"TRANSCRIBER_LOG_LEVEL", "log-level", "info", "debug, info, warn or error",
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},
 	{"TRANSCRIBER_LOG_FORMAT", "log-format", "text", "text or json",
@@ -182,6 +194,18 @@ func (c Config) Validate() error {
 			errs = append(errs, errors.New("OPENAI_MODEL must not be empty"))
 		}
 	}
+	if u, err := url.Parse(c.TelegramEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("TELEGRAM_API_ENDPOINT=%q must be an http(s) URL such as https://api.telegram.org", c.TelegramEndpoint))
+	}
+	for _, u := range c.TelegramAllowed {
+		if name, ok := strings.CutPrefix(u, "@"); ok {
+			if name == "" {
+				errs = append(errs, errors.New("TELEGRAM_ALLOWED_USERS has an empty @username"))
+			}
+		} else if _, err := strconv.ParseInt(u, 10, 64); err != nil {
+			errs = append(errs, fmt.Errorf("TELEGRAM_ALLOWED_USERS entry %q is neither a numeric user id nor an @username", u))
+		}
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("TRANSCRIBER_LOG_FORMAT=%q must be text or json", c.LogFormat))
 	}
@@ -193,6 +217,16 @@ func (c Config) DatabaseFile() string { return filepath.Join(c.DataDir, "tempora
 
 // BlobDir is where the local blob store keeps recordings and transcripts.
 func (c Config) BlobDir() string { return filepath.Join(c.DataDir, "blobs") }
+
+func parseUsers(v string) []string {
+	var out []string
+	for _, u := range strings.Split(v, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
 
 func parseSchedule(v string) ([]time.Duration, error) {
 	var out []time.Duration

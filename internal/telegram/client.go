@@ -172,6 +172,9 @@ func (e *Error) Temporary() bool {
 	return e.Code == 0 || e.Code == http.StatusTooManyRequests || e.Code >= 500
 }
 
+// RetryDelay is how long Telegram asked to wait (429 retry_after).
+func (e *Error) RetryDelay() time.Duration { return e.RetryAfter }
+
 // TooBig reports the cloud Bot API's refusal to hand out a large file.
 func (e *Error) TooBig() bool {
 	return strings.Contains(strings.ToLower(e.Description), "file is too big")

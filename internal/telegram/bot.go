@@ -1,0 +1,390 @@
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/workflows"
+)
+
+// Store keeps small per-chat settings.
+type Store interface {
+	Put(ctx context.Context, key string, r io.Reader) (int64, error)
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// BotConfig is what the intake needs besides its connections.
+type BotConfig struct {
+	// Allowed lists numeric user ids and @usernames; empty lets nobody in.
+	Allowed []string
+	// Engine and Policy of the jobs the bot starts.
+	Engine string
+	Policy workflows.Policy
+	// MaxDuration is shown in /help.
+	MaxDuration time.Duration
+	// PollTimeout is how long one getUpdates waits for news.
+	PollTimeout time.Duration
+}
+
+// Bot is the Telegram intake: it long-polls for messages, starts a job for
+// every recording from an allowed user, and answers commands. An update is
+// confirmed to Telegram only after it was handled — its job started — so a
+// crash or restart makes Telegram deliver it again, and the job id derived
+// from chat and message makes that second delivery find the same job.
+type Bot struct {
+	c        *Client
+	temporal client.Client
+	store    Store
+	cfg      BotConfig
+	log      *slog.Logger
+}
+
+// NewBot returns an intake; Run starts it.
+func NewBot(c *Client, tc client.Client, store Store, cfg BotConfig, log *slog.Logger) *Bot {
+	if cfg.PollTimeout <= 0 {
+		cfg.PollTimeout = 30 * time.Second
+	}
+	return &Bot{c: c, temporal: tc, store: store, cfg: cfg, log: log.With("component", "telegram")}
+}
+
+// Run polls until ctx ends. It returns early only when Telegram rejects the
+// token.
+func (b *Bot) Run(ctx context.Context) error {
+	me, err := b.identify(ctx)
+	if err != nil {
+		return err
+	}
+	if len(b.cfg.Allowed) == 0 {
+		b.log.Warn("nobody may use the bot: set TELEGRAM_ALLOWED_USERS to numeric user ids or @usernames, comma-separated; strangers are told their id", "bot", "@"+me.UserName)
+	} else {
+		b.log.Info("telegram bot is running", "bot", "@"+me.UserName, "allowed_users", len(b.cfg.Allowed))
+	}
+	offset, wait := 0, time.Second
+	for ctx.Err() == nil {
+		updates, err := b.c.GetUpdates(ctx, offset, b.cfg.PollTimeout)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			b.log.Warn("getUpdates failed; retrying", "error", err, "retry_in", wait.String())
+			sleep(ctx, wait)
+			wait = min(wait*2, 30*time.Second)
+			continue
+		}
+		wait = time.Second
+		for _, u := range updates {
+			if err := b.handle(ctx, u); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				// Not confirmed: Telegram hands it over again next time.
+				b.log.Warn("update not handled; it will be retried", "update_id", u.UpdateID, "error", err)
+				sleep(ctx, 2*time.Second)
+				break
+			}
+			offset = u.UpdateID + 1
+		}
+	}
+	return nil
+}
+
+// identify checks the token, waiting out a Telegram that cannot be reached.
+func (b *Bot) identify(ctx context.Context) (tgbotapi.User, error) {
+	wait := time.Second
+	for {
+		me, err := b.c.GetMe(ctx)
+		if err == nil {
+			return me, nil
+		}
+		var te *Error
+		if errors.As(err, &te) && te.Code == 401 {
+			return me, errors.New("telegram rejected TELEGRAM_BOT_TOKEN (401 Unauthorized); check it with @BotFather")
+		}
+		if ctx.Err() != nil {
+			return me, ctx.Err()
+		}
+		b.log.Warn("telegram unreachable; retrying", "error", err, "retry_in", wait.String())
+		sleep(ctx, wait)
+		wait = min(wait*2, time.Minute)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// handle acts on one update. An error means it was not handled and must
+// come again.
+func (b *Bot) handle(ctx context.Context, u tgbotapi.Update) error {
+	m := u.Message
+	if m == nil || m.From == nil || m.Chat == nil {
+		return nil
+	}
+	lang := b.language(ctx, m)
+	if !b.allowed(m.From) {
+		// Nothing of a stranger's is downloaded or stored.
+		b.log.Info("refused a stranger", "user_id", m.From.ID)
+		return b.say(ctx, m, fmt.Sprintf(textsFor(lang).stranger, m.From.ID))
+	}
+	if m.IsCommand() {
+		return b.command(ctx, m, lang)
+	}
+	media, ok := recording(m)
+	if !ok {
+		return b.say(ctx, m, textsFor(lang).notMedia)
+	}
+	if media.size > CloudDownloadLimit && b.c.Official() {
+		return b.say(ctx, m, fmt.Sprintf(textsFor(lang).tooBig, humanSize(media.size)))
+	}
+	return b.start(ctx, m, media, lang)
+}
+
+// start starts the recording's job. A job that exists already — the update
+// came twice — is left as it is.
+func (b *Bot) start(ctx context.Context, m *tgbotapi.Message, media media, lang string) error {
+	id := workflows.TelegramJobID(m.Chat.ID, m.MessageID)
+	in := workflows.Input{
+		Source:     job.SourceTelegram,
+		Original:   workflows.Original{FileID: media.fileID, Name: media.name, MIME: media.mime, Size: media.size, Ext: media.ext},
+		Engine:     b.cfg.Engine,
+		Recipient:  &job.Recipient{ChatID: m.Chat.ID, MessageID: m.MessageID, Language: lang},
+		Policy:     b.cfg.Policy,
+		AcceptedAt: time.Unix(int64(m.Date), 0),
+	}
+	_, err := b.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.StateKey.ValueSet(string(job.Accepted)),
+			workflows.SourceKey.ValueSet(string(job.SourceTelegram)),
+			workflows.EngineKey.ValueSet(b.cfg.Engine),
+		),
+	}, workflows.WorkflowName, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		b.log.Info("recording seen again; its job exists", "job_id", id)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("start job %s: %w", id, err)
+	}
+	b.log.Info("recording accepted", "job_id", id, "kind", media.kind, "size", media.size)
+	return nil
+}
+
+func (b *Bot) command(ctx context.Context, m *tgbotapi.Message, lang string) error {
+	t := textsFor(lang)
+	switch m.Command() {
+	case "lang":
+		arg := strings.ToLower(strings.TrimSpace(m.CommandArguments()))
+		if arg != "en" && arg != "ru" {
+			return b.say(ctx, m, t.langUsage)
+		}
+		if err := b.saveLanguage(ctx, m.Chat.ID, arg); err != nil {
+			return err
+		}
+		return b.say(ctx, m, textsFor(arg).langSet)
+	case "status", "retry":
+		if m.ReplyToMessage == nil {
+			return b.say(ctx, m, t.replyToRecording)
+		}
+		id := workflows.TelegramJobID(m.Chat.ID, m.ReplyToMessage.MessageID)
+		st, err := b.status(ctx, id)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return b.say(ctx, m, t.noJob)
+		}
+		if err != nil {
+			return err
+		}
+		if m.Command() == "status" {
+			text := fmt.Sprintf(t.statusOf, id, stateText(lang, st.State))
+			if st.Failure != nil {
+				text += "\n" + failureNotice(lang, st.State, st.Failure)
+			}
+			return b.say(ctx, m, text)
+		}
+		if st.State != job.Failed && st.State != job.Dead {
+			return b.say(ctx, m, fmt.Sprintf(t.notRetriable, stateText(lang, st.State)))
+		}
+		if err := b.temporal.SignalWorkflow(ctx, id, "", workflows.SignalRevive, nil); err != nil {
+			return fmt.Errorf("revive %s: %w", id, err)
+		}
+		return b.say(ctx, m, t.retried)
+	default: // start, help and anything unknown
+		return b.say(ctx, m, fmt.Sprintf(t.help, "20 MB", b.cfg.MaxDuration))
+	}
+}
+
+func (b *Bot) status(ctx context.Context, id string) (workflows.Status, error) {
+	var st workflows.Status
+	v, err := b.temporal.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return st, err
+	}
+	return st, v.Get(&st)
+}
+
+// say answers a message.
+func (b *Bot) say(ctx context.Context, m *tgbotapi.Message, text string) error {
+	msg := tgbotapi.NewMessage(m.Chat.ID, text)
+	msg.ReplyToMessageID = m.MessageID
+	msg.AllowSendingWithoutReply = true
+	_, err := b.c.Send(ctx, msg)
+	var te *Error
+	if errors.As(err, &te) && !te.Temporary() {
+		// The chat cannot be answered (the bot was blocked); trying again
+		// cannot help, so the update counts as handled.
+		b.log.Warn("answer undelivered", "chat_id", m.Chat.ID, "error", err)
+		return nil
+	}
+	return err
+}
+
+func (b *Bot) allowed(u *tgbotapi.User) bool {
+	for _, a := range b.cfg.Allowed {
+		if name, ok := strings.CutPrefix(a, "@"); ok {
+			if u.UserName != "" && strings.EqualFold(name, u.UserName) {
+				return true
+			}
+		} else if a == strconv.FormatInt(u.ID, 10) {
+			return true
+		}
+	}
+	return false
+}
+
+// chatSettings are a chat's choices, kept in the blob store.
+type chatSettings struct {
+	Language string `json:"language,omitempty"`
+}
+
+func settingsKey(chatID int64) string {
+	return "chats/" + strconv.FormatInt(chatID, 10) + "/settings.json"
+}
+
+// language is the chat's /lang choice, else the sender's app language.
+func (b *Bot) language(ctx context.Context, m *tgbotapi.Message) string {
+	if r, err := b.store.Open(ctx, settingsKey(m.Chat.ID)); err == nil {
+		var s chatSettings
+		err := json.NewDecoder(r).Decode(&s)
+		r.Close()
+		if err == nil && s.Language != "" {
+			return s.Language
+		}
+	} else if !errors.Is(err, blob.ErrNotFound) {
+		b.log.Warn("chat settings unreadable", "chat_id", m.Chat.ID, "error", err)
+	}
+	return Language(m.From.LanguageCode)
+}
+
+func (b *Bot) saveLanguage(ctx context.Context, chatID int64, lang string) error {
+	body, _ := json.Marshal(chatSettings{Language: lang})
+	if _, err := b.store.Put(ctx, settingsKey(chatID), strings.NewReader(string(body))); err != nil {
+		return fmt.Errorf("save chat settings: %w", err)
+	}
+	return nil
+}
+
+// media is a recording found in a message.
+type media struct {
+	kind, fileID, name, mime, ext string
+	size                          int64
+}
+
+// recording finds what can be transcribed in a message: a voice note, an
+// audio file, a video note, a video, or a document that is audio or video
+// by its type or name.
+func recording(m *tgbotapi.Message) (media, bool) {
+	switch {
+	case m.Voice != nil:
+		// Voice notes are OGG/Opus; ".oga" confuses some tools.
+		return media{kind: "voice", fileID: m.Voice.FileID, mime: m.Voice.MimeType, ext: ".ogg", size: int64(m.Voice.FileSize)}, true
+	case m.Audio != nil:
+		return media{kind: "audio", fileID: m.Audio.FileID, name: m.Audio.FileName, mime: m.Audio.MimeType,
+			ext: extension(m.Audio.FileName, m.Audio.MimeType, ".mp3"), size: int64(m.Audio.FileSize)}, true
+	case m.VideoNote != nil:
+		return media{kind: "video_note", fileID: m.VideoNote.FileID, ext: ".mp4", size: int64(m.VideoNote.FileSize)}, true
+	case m.Video != nil:
+		return media{kind: "video", fileID: m.Video.FileID, name: m.Video.FileName, mime: m.Video.MimeType,
+			ext: extension(m.Video.FileName, m.Video.MimeType, ".mp4"), size: int64(m.Video.FileSize)}, true
+	case m.Document != nil:
+		d := m.Document
+		if !isMedia(d.MimeType, d.FileName) {
+			return media{}, false
+		}
+		return media{kind: "document", fileID: d.FileID, name: d.FileName, mime: d.MimeType,
+			ext: extension(d.FileName, d.MimeType, ".bin"), size: int64(d.FileSize)}, true
+	}
+	return media{}, false
+}
+
+var mediaExtensions = map[string]bool{
+	".mp3": true, ".m4a": true, ".ogg": true, ".oga": true, ".opus": true, ".wav": true, ".flac": true, ".aac": true,
+	".amr": true, ".wma": true, ".aiff": true, ".aif": true, ".caf": true, ".webm": true, ".mp4": true, ".mkv": true,
+	".mov": true, ".avi": true, ".3gp": true, ".mpeg": true, ".mpg": true, ".m4v": true, ".wmv": true, ".spx": true,
+}
+
+func isMedia(mimeType, name string) bool {
+	mt, _, _ := mime.ParseMediaType(mimeType)
+	if strings.HasPrefix(mt, "audio/") || strings.HasPrefix(mt, "video/") {
+		return true
+	}
+	return mediaExtensions[strings.ToLower(filepath.Ext(name))]
+}
+
+// extension picks a short, safe extension from the file name or the media
+// type; the stored file's name means nothing to ffmpeg but helps people.
+func extension(name, mimeType, fallback string) string {
+	ext := strings.ToLower(filepath.Ext(name))
+	if ext == ".oga" {
+		return ".ogg"
+	}
+	if mediaExtensions[ext] {
+		return ext
+	}
+	mt, _, _ := mime.ParseMediaType(mimeType)
+	switch mt {
+	case "audio/ogg", "audio/opus":
+		return ".ogg"
+	case "audio/mpeg", "audio/mp3":
+		return ".mp3"
+	case "audio/mp4", "audio/x-m4a", "audio/m4a":
+		return ".m4a"
+	case "audio/wav", "audio/x-wav", "audio/wave":
+		return ".wav"
+	case "audio/flac", "audio/x-flac":
+		return ".flac"
+	case "video/mp4":
+		return ".mp4"
+	case "video/webm", "audio/webm":
+		return ".webm"
+	case "video/quicktime":
+		return ".mov"
+	}
+	return fallback
+}

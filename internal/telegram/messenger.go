@@ -1,0 +1,152 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"github.com/transcriber/transcriber/activities"
+	"github.com/transcriber/transcriber/internal/job"
+)
+
+// documentAfter is how many messages a transcript may take before it is
+// sent as a .txt document instead: a wall of messages is hard to read and
+// to forward.
+const documentAfter = 3
+
+// previewRunes is the length of the preview sent with a document; captions
+// are limited to 1024 characters.
+const previewRunes = 700
+
+// Messenger does a job's talking to Telegram: it fetches the recording,
+// keeps the status message up to date and delivers the outcome.
+type Messenger struct {
+	c *Client
+}
+
+var (
+	_ activities.Replier = (*Messenger)(nil)
+	_ activities.Fetcher = (*Messenger)(nil)
+)
+
+// NewMessenger returns a messenger using c.
+func NewMessenger(c *Client) *Messenger { return &Messenger{c: c} }
+
+// Fetch downloads a file by its id.
+func (m *Messenger) Fetch(ctx context.Context, fileID string, w io.Writer) (int64, error) {
+	n, err := m.c.Download(ctx, fileID, w)
+	var te *Error
+	if errors.As(err, &te) {
+		return n, &fetchError{te}
+	}
+	return n, err
+}
+
+// fetchError judges a failed download: some answers mean the file will never
+// come.
+type fetchError struct{ err *Error }
+
+func (e *fetchError) Error() string             { return e.err.Error() }
+func (e *fetchError) Unwrap() error             { return e.err }
+func (e *fetchError) Temporary() bool           { return e.err.Temporary() }
+func (e *fetchError) RetryDelay() time.Duration { return e.err.RetryDelay() }
+
+// Verdict implements the activities' verdictError.
+func (e *fetchError) Verdict() (job.Kind, bool) {
+	switch {
+	case e.err.TooBig():
+		return job.FileTooBig, true
+	case e.err.Code == http.StatusBadRequest || e.err.Code == http.StatusNotFound:
+		return job.SourceFileMissing, true
+	}
+	return "", false
+}
+
+// Acknowledge sends the status message, quoting the recording.
+func (m *Messenger) Acknowledge(ctx context.Context, to job.Recipient) (int, error) {
+	msg := tgbotapi.NewMessage(to.ChatID, textsFor(to.Language).received)
+	msg.ReplyToMessageID = to.MessageID
+	msg.AllowSendingWithoutReply = true
+	msg.DisableNotification = true
+	sent, err := m.c.Send(ctx, msg)
+	if err != nil {
+		return 0, err
+	}
+	return sent.MessageID, nil
+}
+
+// ShowProgress edits the status message to name the job's state.
+func (m *Messenger) ShowProgress(ctx context.Context, to job.Recipient, s job.State) error {
+	text := progressText(to.Language, s)
+	err := m.c.Request(ctx, tgbotapi.NewEditMessageText(to.ChatID, to.StatusMessageID, text))
+	var te *Error
+	if errors.As(err, &te) && te.NotModified() {
+		return nil
+	}
+	return err
+}
+
+func progressText(lang string, s job.State) string {
+	switch s {
+	case job.Done:
+		return "✅ " + stateText(lang, s)
+	case job.Failed, job.Dead, job.Cancelled:
+		return "⚠️ " + stateText(lang, s)
+	}
+	return "⏳ " + stateText(lang, s) + "…"
+}
+
+// Deliver sends the outcome as replies to the recording: the transcript in
+// as many messages as it needs, or as a document when that would be too
+// many; a failure as one notice. Parts before alreadySent went out in an
+// earlier attempt and are skipped.
+func (m *Messenger) Deliver(ctx context.Context, o activities.Outcome, alreadySent int, progress func(int)) error {
+	to := o.Recipient
+	var parts []tgbotapi.Chattable
+	switch o.State {
+	case job.Done:
+		texts := split(o.Text, MessageLimit)
+		if len(texts) > documentAfter {
+			doc := tgbotapi.NewDocument(to.ChatID, tgbotapi.FileBytes{Name: "transcript.txt", Bytes: []byte(o.Text + "\n")})
+			doc.Caption = fmt.Sprintf(textsFor(to.Language).documentCaption, preview(o.Text, previewRunes))
+			doc.ReplyToMessageID = to.MessageID
+			doc.AllowSendingWithoutReply = true
+			parts = append(parts, doc)
+			break
+		}
+		for _, t := range texts {
+			parts = append(parts, m.reply(to, t))
+		}
+	default:
+		parts = append(parts, m.reply(to, failureNotice(to.Language, o.State, o.Failure)))
+	}
+	for i := alreadySent; i < len(parts); i++ {
+		if _, err := m.c.Send(ctx, parts[i]); err != nil {
+			return err
+		}
+		progress(i + 1)
+	}
+	return nil
+}
+
+func (m *Messenger) reply(to job.Recipient, text string) tgbotapi.MessageConfig {
+	msg := tgbotapi.NewMessage(to.ChatID, text)
+	msg.ReplyToMessageID = to.MessageID
+	// The sender may have deleted the recording; the text still matters.
+	msg.AllowSendingWithoutReply = true
+	return msg
+}
+
+func preview(text string, n int) string {
+	r := []rune(text)
+	if len(r) <= n {
+		return text
+	}
+	cut := string(r[:n])
+	return cut + "…"
+}

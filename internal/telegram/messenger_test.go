@@ -1,0 +1,209 @@
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/transcriber/transcriber/activities"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/telegram/telegramtest"
+)
+
+const token = "123456:TEST-token-that-must-not-leak"
+
+var alice = telegramtest.User{ID: 4242, Username: "alice", FirstName: "Alice", LanguageCode: "en"}
+
+func newMessenger(t *testing.T) (*Messenger, *telegramtest.Server) {
+	t.Helper()
+	srv := telegramtest.New(t, token)
+	c, err := NewClient(token, srv.URL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewMessenger(c), srv
+}
+
+func TestAcknowledgeAndShowProgress(t *testing.T) {
+	m, srv := newMessenger(t)
+	voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS"), "voice/a.oga"), 3, 4)
+	to := job.Recipient{ChatID: voice.ChatID, MessageID: voice.MessageID, Language: "ru"}
+	id, err := m.Acknowledge(context.Background(), to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to.StatusMessageID = id
+	for _, s := range []job.State{job.Converting, job.Converting, job.Done} {
+		if err := m.ShowProgress(context.Background(), to, s); err != nil {
+			t.Fatalf("ShowProgress(%s): %v", s, err)
+		}
+	}
+	sent := srv.Sent()
+	if len(sent) != 3 || sent[0].Method != "sendMessage" || sent[0].ReplyTo != voice.MessageID || sent[0].Text != "Получено, в очереди…" {
+		t.Fatalf("sent = %+v", sent)
+	}
+	if sent[1].Method != "editMessageText" || sent[1].MessageID != id || sent[1].Text != "⏳ конвертирую…" || sent[2].Text != "✅ готово" {
+		t.Errorf("edits = %+v; the repeated state must not fail", sent[1:])
+	}
+}
+
+// Scenario: A transcript comes back as replies, or as a document when long
+func TestDeliver(t *testing.T) {
+	sentence := "The quick brown fox jumps over the lazy dog. "
+	tests := []struct {
+		name        string
+		outcome     activities.Outcome
+		alreadySent int
+		wantMethods []string
+		wantText    string
+	}{
+		{"short transcript", activities.Outcome{State: job.Done, Text: "go forward ten meters"}, 0,
+			[]string{"sendMessage"}, "go forward ten meters"},
+		{"three messages", activities.Outcome{State: job.Done, Text: strings.Repeat(sentence, 220)}, 0,
+			[]string{"sendMessage", "sendMessage", "sendMessage"}, "The quick brown fox"},
+		{"resumed after the first part", activities.Outcome{State: job.Done, Text: strings.Repeat(sentence, 220)}, 1,
+			[]string{"sendMessage", "sendMessage"}, "The quick brown fox"},
+		{"very long as a document", activities.Outcome{State: job.Done, Text: strings.Repeat(sentence, 400)}, 0,
+			[]string{"sendDocument"}, "The text is long, so here it is as a file."},
+		{"failure notice", activities.Outcome{State: job.Failed, Failure: &job.Failure{Kind: job.NoSpeech}}, 0,
+			[]string{"sendMessage"}, "Sorry, I couldn't transcribe this: no speech was recognised in the recording."},
+		{"dead notice", activities.Outcome{State: job.Dead, Failure: &job.Failure{Kind: job.ServiceError}}, 0,
+			[]string{"sendMessage"}, "I tried several times"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, srv := newMessenger(t)
+			voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS"), "voice/a.oga"), 3, 4)
+			o := tc.outcome
+			o.Recipient = job.Recipient{ChatID: voice.ChatID, MessageID: voice.MessageID, Language: "en"}
+			var progress []int
+			if err := m.Deliver(context.Background(), o, tc.alreadySent, func(n int) { progress = append(progress, n) }); err != nil {
+				t.Fatal(err)
+			}
+			sent := srv.Sent()
+			if len(sent) != len(tc.wantMethods) {
+				t.Fatalf("sent %d messages; want %d", len(sent), len(tc.wantMethods))
+			}
+			for i, s := range sent {
+				if s.Method != tc.wantMethods[i] || s.ReplyTo != voice.MessageID {
+					t.Errorf("message %d = %s replying to %d; want %s replying to %d", i, s.Method, s.ReplyTo, tc.wantMethods[i], voice.MessageID)
+				}
+			}
+			if !strings.Contains(sent[0].Text, tc.wantText) {
+				t.Errorf("first message = %.80q; want it to contain %q", sent[0].Text, tc.wantText)
+			}
+			if last := progress[len(progress)-1]; last != tc.alreadySent+len(sent) {
+				t.Errorf("progress ends at %d; want %d", last, tc.alreadySent+len(sent))
+			}
+			if tc.name == "very long as a document" && (sent[0].FileName != "transcript.txt" || !bytes.Equal(sent[0].File, []byte(o.Text+"\n"))) {
+				t.Errorf("document %q of %d bytes; want the whole text", sent[0].FileName, len(sent[0].File))
+			}
+		})
+	}
+}
+
+// Scenario: Telegram's flood control sets the wait before a retry
+func TestDeliverErrors(t *testing.T) {
+	tests := []struct {
+		name      string
+		fault     func(srv *telegramtest.Server)
+		temporary bool
+		delay     time.Duration
+	}{
+		{"429 retry_after", func(s *telegramtest.Server) { s.RateLimitNext("sendMessage", 1, 17) }, true, 17 * time.Second},
+		{"blocked by the user", func(s *telegramtest.Server) {
+			s.FailNext("sendMessage", 1, 403, "Forbidden: bot was blocked by the user")
+		}, false, 0},
+		{"server trouble", func(s *telegramtest.Server) { s.FailNext("sendMessage", 1, 502, "Bad Gateway") }, true, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, srv := newMessenger(t)
+			voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS"), "voice/a.oga"), 3, 4)
+			tc.fault(srv)
+			err := m.Deliver(context.Background(), activities.Outcome{State: job.Done, Text: "hi",
+				Recipient: job.Recipient{ChatID: voice.ChatID, MessageID: voice.MessageID}}, 0, func(int) {})
+			var te *Error
+			if !errors.As(err, &te) {
+				t.Fatalf("error = %v; want a telegram error", err)
+			}
+			if te.Temporary() != tc.temporary || te.RetryDelay() != tc.delay {
+				t.Errorf("temporary %v, delay %v; want %v, %v", te.Temporary(), te.RetryDelay(), tc.temporary, tc.delay)
+			}
+			if strings.Contains(err.Error(), token) {
+				t.Error("the error holds the token")
+			}
+		})
+	}
+}
+
+// Scenario: The recording is downloaded through the configured endpoint or read from a local server's disk
+func TestFetch(t *testing.T) {
+	voice := []byte("OggS\x00\x02 a voice note")
+	t.Run("through the endpoint", func(t *testing.T) {
+		m, srv := newMessenger(t)
+		id := srv.AddFile(voice, "voice/a.oga")
+		var buf bytes.Buffer
+		n, err := m.Fetch(context.Background(), id, &buf)
+		if err != nil || n != int64(len(voice)) || !bytes.Equal(buf.Bytes(), voice) {
+			t.Fatalf("Fetch = %d, %v, %q", n, err, buf.Bytes())
+		}
+		if d := srv.Downloads(); len(d) != 1 {
+			t.Errorf("downloads = %v", d)
+		}
+	})
+	t.Run("local Bot API server", func(t *testing.T) {
+		m, srv := newMessenger(t)
+		srv.SetLocalMode(t.TempDir())
+		id := srv.AddFile(voice, "voice/a.oga")
+		var buf bytes.Buffer
+		if _, err := m.Fetch(context.Background(), id, &buf); err != nil || !bytes.Equal(buf.Bytes(), voice) {
+			t.Fatalf("Fetch = %v, %q", err, buf.Bytes())
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		id   func(*telegramtest.Server) string
+		want job.Kind
+	}{
+		{"too big", func(s *telegramtest.Server) string { return s.AddTooBigFile(25 << 20) }, job.FileTooBig},
+		{"unknown file", func(*telegramtest.Server) string { return "no-such-file" }, job.SourceFileMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, srv := newMessenger(t)
+			_, err := m.Fetch(context.Background(), tc.id(srv), &bytes.Buffer{})
+			var v interface{ Verdict() (job.Kind, bool) }
+			if !errors.As(err, &v) {
+				t.Fatalf("error = %v; want a verdict", err)
+			}
+			if k, ok := v.Verdict(); !ok || k != tc.want {
+				t.Errorf("verdict = %s, %v; want %s", k, ok, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnreachableTelegramIsTemporaryAndHidesTheToken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	c, err := NewClient(token, "http://"+addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetMe(context.Background())
+	var te *Error
+	if !errors.As(err, &te) || !te.Temporary() {
+		t.Fatalf("error = %v; want a temporary telegram error", err)
+	}
+	if strings.Contains(err.Error(), token) {
+		t.Errorf("error %q holds the token", err)
+	}
+}
