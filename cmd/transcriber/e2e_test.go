@@ -205,10 +205,18 @@ func (s *syncBuffer) String() string {
 
 func startUp(t *testing.T, dataDir string, extra ...string) *upInstance {
 	t.Helper()
+	return startUpWith(t, dataDir, fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		strconv.Itoa(freePort(t)), extra...)
+}
+
+// startUpWith runs up on the given addresses, so that a test can restart it
+// where it was.
+func startUpWith(t *testing.T, dataDir, httpAddr, uiAddr, temporalPort string, extra ...string) *upInstance {
+	t.Helper()
 	u := &upInstance{
-		http:     fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		ui:       fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		temporal: strconv.Itoa(freePort(t)),
+		http:     httpAddr,
+		ui:       uiAddr,
+		temporal: temporalPort,
 		dataDir:  dataDir,
 		logs:     &syncBuffer{},
 	}
@@ -223,18 +231,26 @@ func startUp(t *testing.T, dataDir string, extra ...string) *upInstance {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"up"}, u.getenv, io.Discard, u.logs) }()
+	var once sync.Once
 	u.stop = func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("up: %v", err)
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("up: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("up did not stop within 30s")
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("up did not stop within 30s")
-		}
+		})
 	}
 	t.Cleanup(u.stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("up logs:\n%s", u.logs.String())
+		}
+	})
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		resp, err := http.Get("http://" + u.http + "/readyz")

@@ -174,10 +174,14 @@ func (b *Bot) start(ctx context.Context, m *tgbotapi.Message, media media, lang 
 		AcceptedAt: time.Unix(int64(m.Date), 0),
 	}
 	_, err := b.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		ID:        id,
+		TaskQueue: workflows.TaskQueue,
+		// A message has one job ever: a running or a closed one with its id
+		// answers "already started", which tells a redelivery apart.
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// Without it the SDK hides "already started" behind the old run.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.StateKey.ValueSet(string(job.Accepted)),
 			workflows.SourceKey.ValueSet(string(job.SourceTelegram)),

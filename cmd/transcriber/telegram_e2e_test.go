@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/telegram/telegramtest"
+	"github.com/transcriber/transcriber/internal/testaudio"
+	"github.com/transcriber/transcriber/workflows"
+)
+
+const botToken = "987654:e2e-BOT-token-never-in-logs"
+
+var (
+	owner    = telegramtest.User{ID: 5001, Username: "owner", FirstName: "Olga", LanguageCode: "ru"}
+	friend   = telegramtest.User{ID: 5002, Username: "Friend", FirstName: "Fred", LanguageCode: "en-GB"}
+	stranger = telegramtest.User{ID: 6666, Username: "mallory", FirstName: "Mallory", LanguageCode: "en"}
+)
+
+// botEnv is what up needs to run the bot against the stand-in.
+func botEnv(tg *telegramtest.Server, extra ...string) []string {
+	return append([]string{
+		"TELEGRAM_BOT_TOKEN", botToken,
+		"TELEGRAM_API_ENDPOINT", tg.URL(),
+		"TELEGRAM_ALLOWED_USERS", strconv.FormatInt(owner.ID, 10) + ",@friend",
+	}, extra...)
+}
+
+func voiceNoteBytes(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(testaudio.VoiceNote(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitFor until a message to chat satisfies ok; returns it.
+func waitMessage(t *testing.T, tg *telegramtest.Server, chat int64, what string, ok func(telegramtest.Sent) bool) telegramtest.Sent {
+	t.Helper()
+	var found telegramtest.Sent
+	waitFor(t, what, func() bool {
+		for _, s := range tg.SentTo(chat) {
+			if ok(s) {
+				found = s
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func countMessages(tg *telegramtest.Server, chat int64, ok func(telegramtest.Sent) bool) int {
+	n := 0
+	for _, s := range tg.SentTo(chat) {
+		if ok(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// Scenario: A voice note comes back as text, once, even when Telegram delivers it twice
+func TestTelegramVoiceNote(t *testing.T) {
+	requireSpeechTools(t)
+	tg := telegramtest.New(t, botToken)
+	u := startUp(t, t.TempDir(), botEnv(tg)...)
+	voice := tg.PushVoice(friend, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	isTranscript := func(s telegramtest.Sent) bool {
+		return s.Method == "sendMessage" && s.Text == testaudio.GoForwardText
+	}
+	reply := waitMessage(t, tg, voice.ChatID, "the transcript", isTranscript)
+	if reply.ReplyTo != voice.MessageID {
+		t.Errorf("transcript replies to %d; want the voice note %d", reply.ReplyTo, voice.MessageID)
+	}
+	// Telegram delivers the same update again, as after a lost confirmation.
+	tg.Redeliver(voice.UpdateID)
+	waitFor(t, "the redelivered update to be handled", func() bool {
+		return strings.Contains(u.logs.String(), "recording seen again")
+	})
+	time.Sleep(2 * time.Second)
+	if n := countMessages(tg, voice.ChatID, isTranscript); n != 1 {
+		t.Errorf("transcript sent %d times; want once", n)
+	}
+	if n := len(tg.GetFileCalls()); n != 1 {
+		t.Errorf("file fetched %d times; want once", n)
+	}
+	// The status message quoted the voice note and ended as done.
+	sent := tg.SentTo(voice.ChatID)
+	if sent[0].Method != "sendMessage" || sent[0].ReplyTo != voice.MessageID || sent[0].Text != "Received, in the queue…" {
+		t.Errorf("first message = %+v; want the English status message quoting the voice note", sent[0])
+	}
+	status := sent[0].MessageID
+	waitMessage(t, tg, voice.ChatID, "the status message to say done", func(s telegramtest.Sent) bool {
+		return s.Method == "editMessageText" && s.MessageID == status && s.Text == "✅ done"
+	})
+	for _, step := range []string{"⏳ downloading…", "⏳ converting…", "⏳ recognising speech…"} {
+		if countMessages(tg, voice.ChatID, func(s telegramtest.Sent) bool { return s.MessageID == status && s.Text == step }) != 1 {
+			t.Errorf("status message never said %q", step)
+		}
+	}
+	id := workflows.TelegramJobID(voice.ChatID, voice.MessageID)
+	if show := runCLI(t, u.client, "jobs", "show", id); showField(show.stdout, "state") != "done" || showField(show.stdout, "source") != "telegram" {
+		t.Errorf("jobs show %s:\n%s", id, show.stdout)
+	}
+	logs := u.logs.String()
+	if strings.Contains(logs, testaudio.GoForwardText) || strings.Contains(logs, botToken) {
+		t.Error("the log holds the transcript or the bot token")
+	}
+}
+
+// Scenario: Strangers are refused and nothing of theirs is fetched
+func TestTelegramStrangerIsRefused(t *testing.T) {
+	requireSpeechTools(t)
+	tg := telegramtest.New(t, botToken)
+	u := startUp(t, t.TempDir(), botEnv(tg)...)
+	voice := tg.PushVoice(stranger, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	refusal := waitMessage(t, tg, voice.ChatID, "the refusal", func(s telegramtest.Sent) bool { return s.Method == "sendMessage" })
+	if !strings.Contains(refusal.Text, "private") || !strings.Contains(refusal.Text, "6666") {
+		t.Errorf("refusal = %q; want a polite refusal naming the stranger's id", refusal.Text)
+	}
+	time.Sleep(time.Second)
+	if calls, downloads := tg.GetFileCalls(), tg.Downloads(); len(calls) != 0 || len(downloads) != 0 {
+		t.Errorf("a stranger's file was touched: getFile %v, downloads %v", calls, downloads)
+	}
+	if list := runCLI(t, u.client, "jobs", "list"); strings.Contains(list.stdout, "tg-") {
+		t.Errorf("a stranger got a job:\n%s", list.stdout)
+	}
+}
+
+// Scenario: A text document and a file over the download limit get explanations
+func TestTelegramExplainsWhatItCannotDo(t *testing.T) {
+	requireSpeechTools(t)
+	tg := telegramtest.New(t, botToken)
+	u := startUp(t, t.TempDir(), botEnv(tg)...)
+	doc := tg.PushDocument(friend, tg.AddFile([]byte("shopping list"), "documents/list.txt"), "list.txt", "text/plain", 13)
+	notMedia := waitMessage(t, tg, doc.ChatID, "the explanation", func(s telegramtest.Sent) bool { return s.ReplyTo == doc.MessageID })
+	if !strings.Contains(notMedia.Text, "only transcribe voice messages, audio and video") {
+		t.Errorf("answer to a text document = %q", notMedia.Text)
+	}
+	big := tg.PushVoice(friend, tg.AddTooBigFile(25<<20), 1500, 25<<20)
+	notice := waitMessage(t, tg, big.ChatID, "the too-big notice", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == big.MessageID && strings.Contains(s.Text, "20 MB")
+	})
+	if !strings.Contains(notice.Text, "telegram-bot-api --local") || !strings.Contains(notice.Text, "TELEGRAM_API_ENDPOINT") {
+		t.Errorf("too-big notice = %q; want the limit and how to lift it", notice.Text)
+	}
+	if list := runCLI(t, u.client, "jobs", "list"); strings.Count(list.stdout, "tg-") != 1 || !strings.Contains(list.stdout, "failed") {
+		t.Errorf("jobs (the document has none, the big voice note failed):\n%s", list.stdout)
+	}
+}
+
+// Scenario: The bot speaks the sender's language and answers commands
+func TestTelegramCommandsAndLanguage(t *testing.T) {
+	requireSpeechTools(t)
+	tg := telegramtest.New(t, botToken)
+	// The engine refuses everything, so that /status and /retry have a failed job.
+	engine := newOpenAIStandIn(t)
+	engine.set(http.StatusUnauthorized)
+	startUp(t, t.TempDir(), botEnv(tg, "TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1")...)
+	start := tg.PushText(owner, "/start", nil)
+	help := waitMessage(t, tg, start.ChatID, "help", func(s telegramtest.Sent) bool { return s.ReplyTo == start.MessageID })
+	if !strings.Contains(help.Text, "голосовые") || !strings.Contains(help.Text, "Приватность") {
+		t.Errorf("/start for a Russian sender = %q", help.Text)
+	}
+	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	notice := waitMessage(t, tg, voice.ChatID, "the failure notice", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == voice.MessageID && strings.HasPrefix(s.Text, "Не получилось")
+	})
+	if !strings.Contains(notice.Text, "ключ доступа") {
+		t.Errorf("notice = %q; want the reason in Russian", notice.Text)
+	}
+	lang := tg.PushText(owner, "/lang en", nil)
+	waitMessage(t, tg, lang.ChatID, "/lang", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == lang.MessageID && s.Text == "I'll speak English in this chat."
+	})
+	status := tg.PushText(owner, "/status", &voice)
+	statusReply := waitMessage(t, tg, status.ChatID, "/status", func(s telegramtest.Sent) bool { return s.ReplyTo == status.MessageID })
+	if !strings.Contains(statusReply.Text, "failed") || !strings.Contains(statusReply.Text, "credentials") {
+		t.Errorf("/status = %q; want the state and reason in English now", statusReply.Text)
+	}
+	engine.set(http.StatusOK)
+	retry := tg.PushText(owner, "/retry", &voice)
+	waitMessage(t, tg, retry.ChatID, "/retry", func(s telegramtest.Sent) bool { return s.ReplyTo == retry.MessageID && s.Text == "Trying again…" })
+	waitMessage(t, tg, voice.ChatID, "the transcript after retry", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == voice.MessageID && s.Text == testaudio.GoForwardText
+	})
+	bare := tg.PushText(owner, "/status", nil)
+	waitMessage(t, tg, bare.ChatID, "/status without a reply", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == bare.MessageID && strings.Contains(s.Text, "as a reply")
+	})
+}
+
+// Scenario: Messages sent while the service was down are handled when it returns
+func TestTelegramCatchesUpAfterDowntime(t *testing.T) {
+	requireSpeechTools(t)
+	tg := telegramtest.New(t, botToken)
+	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	startUp(t, t.TempDir(), botEnv(tg)...)
+	waitMessage(t, tg, voice.ChatID, "the transcript", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == voice.MessageID && s.Text == testaudio.GoForwardText
+	})
+}
+
+// Scenario: Undeliverable Telegram replies are recorded across a restart without the bot
+func TestTelegramRepliesUndeliverableAfterRestart(t *testing.T) {
+	requireSpeechTools(t)
+	tg := telegramtest.New(t, botToken)
+	engine := newBlockingEngine(t, testaudio.GoForwardText)
+	dataDir := t.TempDir()
+	common := []string{"TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL + "/v1", "TRANSCRIBER_RETRY_SCHEDULE", "1s"}
+	first := startUp(t, dataDir, append(botEnv(tg), common...)...)
+	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	<-engine.inFlight
+	// Restart on the same data dir, now without the bot: the job finishes
+	// and its reply has nowhere to go.
+	first.stop()
+	second := startUpOn(t, dataDir, first, common...)
+	engine.unblock()
+	id := workflows.TelegramJobID(voice.ChatID, voice.MessageID)
+	waitFor(t, "the job to finish without its bot", func() bool {
+		return showField(runCLI(t, second.client, "jobs", "show", id).stdout, "state") == "done"
+	})
+	logs := second.logs.String()
+	if !strings.Contains(logs, `level=WARN msg="reply undelivered"`) || !strings.Contains(logs, "job_id="+id) || !strings.Contains(logs, "reason=intake_not_running") {
+		t.Errorf("no WARN intake_not_running record for %s:\n%s", id, logs)
+	}
+	_, metrics := get(t, "http://"+second.http+"/metrics")
+	if got := metricValue(t, metrics, `transcriber_replies_undelivered_total{reason="intake_not_running"}`); got != "1" {
+		t.Errorf("undelivered{intake_not_running} = %s; want 1", got)
+	}
+	if n := countMessages(tg, voice.ChatID, func(s telegramtest.Sent) bool { return s.Text == testaudio.GoForwardText }); n != 0 {
+		t.Errorf("a reply went out through a bot that is not running: %d", n)
+	}
+
+	// Restart again with the bot, and meet a Telegram job whose record lost
+	// its chat: only a defect can do that, so it is an ERROR.
+	second.stop()
+	third := startUpOn(t, dataDir, first, append(botEnv(tg), common...)...)
+	blobs, err := blob.NewLocal(filepath.Join(dataDir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := "tg-0-1"
+	key := blob.JobKey(orphan, "original.ogg")
+	if _, err := blobs.Put(context.Background(), key, bytes.NewReader(voiceNoteBytes(t))); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + third.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: orphan, TaskQueue: workflows.TaskQueue},
+		workflows.WorkflowName, workflows.Input{Source: job.SourceTelegram, Original: workflows.Original{Key: key}, Engine: "openai", Policy: workflows.DefaultPolicy()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the orphan job to finish", func() bool {
+		return showField(runCLI(t, third.client, "jobs", "show", orphan).stdout, "state") == "done"
+	})
+	logs = third.logs.String()
+	if !strings.Contains(logs, `level=ERROR msg="reply undelivered"`) || !strings.Contains(logs, "job_id="+orphan) || !strings.Contains(logs, "reason=recipient_missing") {
+		t.Errorf("no ERROR recipient_missing record for %s:\n%s", orphan, logs)
+	}
+	for _, l := range []string{first.logs.String(), logs, third.logs.String()} {
+		if strings.Contains(l, testaudio.GoForwardText) || strings.Contains(l, botToken) {
+			t.Error("a log holds the transcript or the bot token")
+		}
+	}
+}
+
+// startUpOn restarts up on the ports and data dir of an earlier instance.
+func startUpOn(t *testing.T, dataDir string, prev *upInstance, extra ...string) *upInstance {
+	t.Helper()
+	return startUpWith(t, dataDir, prev.http, prev.ui, prev.temporal, extra...)
+}
