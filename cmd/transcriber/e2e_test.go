@@ -387,7 +387,7 @@ func TestJobsCommands(t *testing.T) {
 
 // Scenario: Every command explains itself with --help
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"up", "--help"}, {"worker", "--help"}, {"transcribe", "--help"}, {"jobs", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"up", "--help"}, {"worker", "--help"}, {"bot", "--help"}, {"transcribe", "--help"}, {"jobs", "--help"}} {
 		r := runCLI(t, env(), args...)
 		out := r.stdout + r.stderr
 		if r.code != 0 || !strings.Contains(out, "Usage: transcriber") {
