@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"go.temporal.io/sdk/activity"
 
@@ -83,7 +84,14 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 	if activity.HasHeartbeatDetails(ctx) {
 		_ = activity.GetHeartbeatDetails(ctx, &sent)
 	}
-	err := r.Deliver(ctx, out, sent, func(n int) { activity.RecordHeartbeat(ctx, n) })
+	var done atomic.Int64
+	done.Store(int64(sent))
+	stop := heartbeatWith(ctx, heartbeatEvery, func() any { return int(done.Load()) })
+	err := r.Deliver(ctx, out, sent, func(n int) {
+		done.Store(int64(n))
+		activity.RecordHeartbeat(ctx, n)
+	})
+	stop()
 	var sf serviceFailure
 	if err != nil && ctx.Err() == nil && errors.As(err, &sf) && !sf.Temporary() {
 		a.undelivered(ctx, in.JobID, in.Source, UndeliveredRecipientRefused)

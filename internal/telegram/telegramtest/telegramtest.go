@@ -20,6 +20,8 @@
 // or Markdown markup answers 400 "Bad Request: can't parse entities: ...".
 package telegramtest
 
+//lint:file-ignore ST1005 error texts reproduce the Bot API's own wording, capitals included
+
 import (
 	"bytes"
 	"encoding/json"
@@ -702,8 +704,6 @@ type params struct {
 }
 
 func (p *params) get(k string) string { return p.v[k] }
-
-func (p *params) has(k string) bool { _, ok := p.v[k]; return ok }
 
 func readParams(r *http.Request) (*params, *apiError) {
 	p := &params{v: make(map[string]string)}
