@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/devserver"
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/telegram/telegramtest"
 	"github.com/transcriber/transcriber/internal/testaudio"
@@ -285,4 +288,49 @@ func TestTelegramRepliesUndeliverableAfterRestart(t *testing.T) {
 func startUpOn(t *testing.T, dataDir string, prev *upInstance, extra ...string) *upInstance {
 	t.Helper()
 	return startUpWith(t, dataDir, prev.http, prev.ui, prev.temporal, extra...)
+}
+
+// Scenario: The bot runs as its own process beside the workers
+func TestTelegramBotRole(t *testing.T) {
+	requireSpeechTools(t)
+	tg := telegramtest.New(t, botToken)
+	srv, err := devserver.Start(devserver.Options{Namespace: "default", SearchAttributes: workflows.SearchAttributes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	dataDir := t.TempDir()
+	common := []string{"TEMPORAL_ADDRESS", srv.FrontendAddr(), "TRANSCRIBER_DATA_DIR", dataDir,
+		"TELEGRAM_BOT_TOKEN", botToken, "TELEGRAM_API_ENDPOINT", tg.URL()}
+	role := func(name string, extra ...string) *syncBuffer {
+		logs := &syncBuffer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		getenv := env(append(append(common, "TRANSCRIBER_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", freePort(t))), extra...)...)
+		go func() { done <- run(ctx, []string{name}, getenv, io.Discard, logs) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			if t.Failed() {
+				t.Logf("%s logs:\n%s", name, logs.String())
+			}
+		})
+		return logs
+	}
+	// A worker with the token fetches and replies but polls nothing; the bot
+	// polls and starts jobs but runs none.
+	worker := role("worker")
+	bot := role("bot")
+	waitFor(t, "the bot to start", func() bool { return strings.Contains(bot.String(), "bot=@transcriber_test_bot") })
+	if !strings.Contains(bot.String(), "nobody may use the bot: set TELEGRAM_ALLOWED_USERS") {
+		t.Errorf("the bot does not say how to allow users:\n%s", bot.String())
+	}
+	// Nobody is allowed yet: even the owner is refused.
+	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	waitMessage(t, tg, voice.ChatID, "the refusal", func(s telegramtest.Sent) bool { return strings.Contains(s.Text, "5001") })
+	if strings.Contains(worker.String(), "bot=@") {
+		t.Error("a worker polls Telegram")
+	}
 }

@@ -160,7 +160,7 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	}
 
 	attrs := []any{"role", r.name, "http", "http://" + ln.Addr().String(), "engine", cfg.Engine,
-		"namespace", cfg.TemporalNamespace, "task_queue", workflows.TaskQueue, "telegram", tg != nil && r.bot != botNever}
+		"namespace", cfg.TemporalNamespace, "task_queue", workflows.TaskQueue, "telegram_bot", tg != nil && r.bot != botNever}
 	if conn.server != nil {
 		attrs = append(attrs, "temporal", conn.server.FrontendAddr(), "data_dir", cfg.DataDir)
 		if ui := conn.server.UIAddr(); ui != "" {
