@@ -237,3 +237,16 @@ func newWorker(c client.Client, acts *activities.Activities, tel *telemetry) wor
 func policyFrom(cfg config.Config) workflows.Policy {
 	return workflows.Policy{Backoff: cfg.RetrySchedule, MaxAttempts: cfg.MaxAttempts, ParkFor: cfg.ParkFor}
 }
+
+// startWorker wires the steps and starts a worker; stop drains it.
+func startWorker(cfg config.Config, c client.Client, blobs *blob.Local, tel *telemetry, tg *telegram.Client) (stop func(), err error) {
+	acts, err := newActivities(cfg, blobs, tel, tg)
+	if err != nil {
+		return nil, err
+	}
+	w := newWorker(c, acts, tel)
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	return w.Stop, nil
+}

@@ -90,15 +90,11 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	}
 	defer conn.Close()
 	if conn.server != nil {
-		acts, err := newActivities(cfg, blobs, tel, nil)
+		stop, err := startWorker(cfg, conn.client, blobs, tel, nil)
 		if err != nil {
 			return err
 		}
-		w := newWorker(conn.client, acts, tel)
-		if err := w.Start(); err != nil {
-			return fmt.Errorf("start worker: %w", err)
-		}
-		defer w.Stop()
+		defer stop()
 	}
 
 	ids := make([]string, len(files))

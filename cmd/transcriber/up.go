@@ -113,15 +113,11 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 		}
 	}
 	if r.worker {
-		acts, err := newActivities(cfg, blobs, tel, tg)
+		stop, err := startWorker(cfg, conn.client, blobs, tel, tg)
 		if err != nil {
 			return err
 		}
-		w := newWorker(conn.client, acts, tel)
-		if err := w.Start(); err != nil {
-			return fmt.Errorf("start worker: %w", err)
-		}
-		defer w.Stop()
+		defer stop()
 	}
 
 	srv := &http.Server{
