@@ -33,6 +33,9 @@ type Config struct {
 	OpenAIAPIKey      string
 	OpenAIModel       string
 	PocketsphinxModel string
+	AssemblyAIBaseURL string
+	AssemblyAIAPIKey  string
+	AssemblyAIPoll    time.Duration
 	TelegramToken     string
 	TelegramEndpoint  string
 	TelegramAllowed   []string
@@ -55,7 +58,7 @@ var settings = []setting{
 		func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
 	{"TRANSCRIBER_DATA_DIR", "data-dir", "./data", "directory for the embedded server's database (temporal.db) and the stored recordings",
 		func(c *Config, v string) error { c.DataDir = v; return nil }},
-	{"TRANSCRIBER_ENGINE", "engine", "local", "speech engine: local (offline pocketsphinx) or openai (any OpenAI-compatible server)",
+	{"TRANSCRIBER_ENGINE", "engine", "local", "speech engine: local (offline pocketsphinx), openai (any OpenAI-compatible server) or assemblyai",
 		func(c *Config, v string) error { c.Engine = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{"TRANSCRIBER_RETRY_SCHEDULE", "retry-schedule", "30s,2m,10m,30m", "waits between attempts of a failing step, comma-separated; the last repeats",
 		func(c *Config, v string) (err error) { c.RetrySchedule, err = parseSchedule(v); return err }},
@@ -95,6 +98,15 @@ var settings = []setting{
 		func(c *Config, v string) error { c.OpenAIAPIKey = strings.TrimSpace(v); return nil }},
 	{"OPENAI_MODEL", "openai-model", "whisper-1", "model name sent to the OpenAI-compatible server",
 		func(c *Config, v string) error { c.OpenAIModel = strings.TrimSpace(v); return nil }},
+	{"ASSEMBLYAI_BASE_URL", "assemblyai-base-url", "https://api.assemblyai.com", "base URL of AssemblyAI (or a compatible stand-in)",
+		func(c *Config, v string) error { c.AssemblyAIBaseURL = strings.TrimSpace(v); return nil }},
+	{"ASSEMBLYAI_API_KEY", "", "", "AssemblyAI API key (environment only)",
+		func(c *Config, v string) error { c.AssemblyAIAPIKey = strings.TrimSpace(v); return nil }},
+	{"ASSEMBLYAI_POLL_INTERVAL", "assemblyai-poll-interval", "5s", "fixed wait between checks of an AssemblyAI transcript",
+		func(c *Config, v string) (err error) {
+			c.AssemblyAIPoll, err = time.ParseDuration(strings.TrimSpace(v))
+			return err
+		}},
 	{"POCKETSPHINX_MODEL_DIR", "pocketsphinx-model-dir", "/usr/share/pocketsphinx/model/en-us", "pocketsphinx model directory of the local engine",
 		func(c *Config, v string) error { c.PocketsphinxModel = v; return nil }},
 	{"TELEGRAM_BOT_TOKEN", "", "", "token of the Telegram bot from @BotFather; set, up runs the bot (environment only)",
@@ -113,7 +125,7 @@ var settings = []setting{
 }
 
 // Engines that this build can use.
-var Engines = []string{"local", "openai"}
+var Engines = []string{"local", "openai", "assemblyai"}
 
 // Load reads the environment through getenv, applying defaults.
 func Load(getenv func(string) string) (Config, error) {
@@ -205,6 +217,12 @@ func (c Config) Validate() error {
 		} else if _, err := strconv.ParseInt(u, 10, 64); err != nil {
 			errs = append(errs, fmt.Errorf("TELEGRAM_ALLOWED_USERS entry %q is neither a numeric user id nor an @username", u))
 		}
+	}
+	if c.Engine == "assemblyai" && c.AssemblyAIAPIKey == "" {
+		errs = append(errs, errors.New("TRANSCRIBER_ENGINE=assemblyai needs ASSEMBLYAI_API_KEY"))
+	}
+	if c.AssemblyAIPoll < time.Second {
+		errs = append(errs, errors.New("ASSEMBLYAI_POLL_INTERVAL must be at least 1s"))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("TRANSCRIBER_LOG_FORMAT=%q must be text or json", c.LogFormat))

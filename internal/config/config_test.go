@@ -71,10 +71,12 @@ func TestInvalidSettingsAreExplained(t *testing.T) {
 		{"negative wait", []string{"TRANSCRIBER_RETRY_SCHEDULE", "1s,-1s"}, "positive"},
 		{"attempts not a number", []string{"TRANSCRIBER_MAX_ATTEMPTS", "many"}, "TRANSCRIBER_MAX_ATTEMPTS"},
 		{"zero attempts", []string{"TRANSCRIBER_MAX_ATTEMPTS", "0"}, "at least 1"},
-		{"unknown engine", []string{"TRANSCRIBER_ENGINE", "whisperx"}, "choose one of local, openai"},
+		{"unknown engine", []string{"TRANSCRIBER_ENGINE", "whisperx"}, "choose one of local, openai, assemblyai"},
 		{"openai URL", []string{"TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", "api.openai.com"}, "OPENAI_BASE_URL"},
 		{"http addr", []string{"TRANSCRIBER_HTTP_ADDR", "8080"}, "TRANSCRIBER_HTTP_ADDR"},
 		{"log format", []string{"TRANSCRIBER_LOG_FORMAT", "xml"}, "text or json"},
+		{"assemblyai without key", []string{"TRANSCRIBER_ENGINE", "assemblyai"}, "ASSEMBLYAI_API_KEY"},
+		{"allowed users", []string{"TELEGRAM_ALLOWED_USERS", "alice"}, "neither a numeric user id nor an @username"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
