@@ -22,8 +22,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 4 {
-		t.Fatalf("found %d recorded histories; want the done, failed, dead-revived and cancelled ones", len(files))
+	if len(files) < 5 {
+		t.Fatalf("found %d recorded histories; want the done, polled, failed, dead-revived and cancelled ones", len(files))
 	}
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {

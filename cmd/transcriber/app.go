@@ -25,6 +25,7 @@ import (
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/devserver"
+	"github.com/transcriber/transcriber/internal/engine/assemblyai"
 	"github.com/transcriber/transcriber/internal/engine/local"
 	"github.com/transcriber/transcriber/internal/engine/openai"
 	"github.com/transcriber/transcriber/internal/job"
@@ -202,6 +203,15 @@ func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry, tg *tel
 		return nil, err
 	}
 	engines[oa.Name()] = oa
+	pollInterval := map[string]time.Duration{}
+	if cfg.AssemblyAIAPIKey != "" {
+		aai, err := assemblyai.New(assemblyai.Config{BaseURL: cfg.AssemblyAIBaseURL, APIKey: cfg.AssemblyAIAPIKey, PollInterval: cfg.AssemblyAIPoll}, nil)
+		if err != nil {
+			return nil, err
+		}
+		engines[aai.Name()] = aai
+		pollInterval[aai.Name()] = aai.PollInterval()
+	}
 	repliers := map[job.Source]activities.Replier{}
 	fetchers := map[job.Source]activities.Fetcher{}
 	if tg != nil {
@@ -210,14 +220,15 @@ func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry, tg *tel
 	}
 	work := os.TempDir()
 	return &activities.Activities{
-		Blobs:       blobs,
-		Audio:       tools,
-		Engines:     engines,
-		Repliers:    repliers,
-		Fetchers:    fetchers,
-		Metrics:     tel.metrics,
-		WorkDir:     work,
-		MaxDuration: cfg.MaxDuration,
+		Blobs:        blobs,
+		Audio:        tools,
+		Engines:      engines,
+		Repliers:     repliers,
+		Fetchers:     fetchers,
+		Metrics:      tel.metrics,
+		WorkDir:      work,
+		MaxDuration:  cfg.MaxDuration,
+		PollInterval: pollInterval,
 	}, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/transcriber/transcriber/internal/engine/assemblyai/assemblyaitest"
 	"github.com/transcriber/transcriber/internal/testaudio"
 	"github.com/transcriber/transcriber/workflows"
 )
@@ -36,7 +37,10 @@ const historyDir = "../../workflows/testdata/histories"
 func TestRecordWorkflowHistories(t *testing.T) {
 	requireSpeechTools(t)
 	engine := newOpenAIStandIn(t)
-	u := startUp(t, t.TempDir(), "OPENAI_BASE_URL", engine.URL+"/v1")
+	aai := assemblyaitest.New(t, "aai-key")
+	aai.SetResult(testaudio.GoForwardText, "en_us", nil)
+	u := startUp(t, t.TempDir(), "OPENAI_BASE_URL", engine.URL+"/v1",
+		"ASSEMBLYAI_BASE_URL", aai.URL(), "ASSEMBLYAI_API_KEY", "aai-key", "ASSEMBLYAI_POLL_INTERVAL", "1s")
 	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +85,11 @@ func TestRecordWorkflowHistories(t *testing.T) {
 		return showField(runCLI(t, u.client, "jobs", "show", id).stdout, "state") == "done"
 	})
 	histories["dead-revived-openai"] = id
+
+	if r := runCLI(t, with("TRANSCRIBER_ENGINE", "assemblyai"), "transcribe", note); r.code != 0 {
+		t.Fatalf("assemblyai: %s", r.stderr)
+	}
+	histories["done-assemblyai-polled"] = cliJobID(t, note, "assemblyai")
 
 	blocking := newBlockingEngine(t, testaudio.GoForwardText)
 	u2 := startUp(t, t.TempDir(), "OPENAI_BASE_URL", blocking.URL+"/v1")

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/transcriber/transcriber/internal/engine/assemblyai/assemblyaitest"
 	"github.com/transcriber/transcriber/internal/testaudio"
 )
 
@@ -387,5 +388,36 @@ func TestResetDeadJob(t *testing.T) {
 	})
 	if show := runCLI(t, u.client, "jobs", "show", id); !strings.Contains(show.stdout, "transcript:\n"+testaudio.GoForwardText) {
 		t.Errorf("jobs show after reset:\n%s", show.stdout)
+	}
+}
+
+// Scenario: An AssemblyAI job is polled to completion
+func TestAssemblyAIJobIsPolled(t *testing.T) {
+	requireSpeechTools(t)
+	const key = "aai-e2e-secret-key"
+	aai := assemblyaitest.New(t, key)
+	aai.SetResult(testaudio.GoForwardText, "en_us", []assemblyaitest.Word{
+		{Text: "go", Start: 300, End: 500, Confidence: 0.9}, {Text: "forward", Start: 520, End: 1000, Confidence: 0.9},
+		{Text: "ten", Start: 1100, End: 1400, Confidence: 0.9}, {Text: "meters", Start: 1450, End: 2300, Confidence: 0.9},
+	})
+	aai.SetProcessingPolls(2)
+	u := startUp(t, t.TempDir(), "TRANSCRIBER_ENGINE", "assemblyai", "ASSEMBLYAI_BASE_URL", aai.URL(),
+		"ASSEMBLYAI_API_KEY", key, "ASSEMBLYAI_POLL_INTERVAL", "1s")
+	r := runCLI(t, u.client, "transcribe", "--format", "srt", testaudio.VoiceNote(t, t.TempDir()))
+	if r.code != 0 || !strings.Contains(r.stdout, "00:00:00,300 --> 00:00:02,300\n"+testaudio.GoForwardText) {
+		t.Fatalf("transcribe: code %d, out %q, err:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if n := aai.Checks(); n != 4 {
+		t.Errorf("checks = %d; want 4 (queued, processing twice, completed)", n)
+	}
+	if up := aai.Uploads(); len(up) != 1 || !strings.HasPrefix(string(up[0]), "fLaC") {
+		t.Errorf("uploads: %d; want one FLAC", len(up))
+	}
+	_, metrics := get(t, "http://"+u.http+"/metrics")
+	if got := metricValue(t, metrics, `transcriber_activity_runs_total{activity="CheckRecognition",outcome="success"}`); got != "4" {
+		t.Errorf("successful checks counted = %s; want 4, none a failure", got)
+	}
+	if strings.Contains(u.logs.String(), key) {
+		t.Error("the log holds the AssemblyAI key")
 	}
 }

@@ -1,0 +1,619 @@
+// Package assemblyai recognises speech with AssemblyAI's asynchronous API:
+// Submit uploads the file and creates a transcript, Check polls it. Every
+// call makes at most the requests it needs once; the pipeline decides about
+// retries from the classified error.
+package assemblyai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/transcriber/transcriber/internal/audio"
+	"github.com/transcriber/transcriber/internal/engine"
+)
+
+// Name is how jobs and configuration refer to this engine.
+const Name = "assemblyai"
+
+const (
+	// DefaultBaseURL is AssemblyAI's API root.
+	DefaultBaseURL = "https://api.assemblyai.com"
+	// DefaultPollInterval is the wait between checks when none is configured.
+	DefaultPollInterval = 5 * time.Second
+
+	userAgent = "transcriber"
+	// A transcript with words for hours of audio stays far below this; the
+	// limit only protects the worker from a misbehaving server.
+	defaultMaxResponse = 64 << 20
+	maxMessageRunes    = 300
+	// maxOperationID bounds the ids Check accepts; AssemblyAI's are UUIDs.
+	maxOperationID = 128
+)
+
+// How words are grouped into segments.
+const (
+	maxPause      = time.Second
+	maxSegmentLen = 15 * time.Second
+)
+
+// Config locates the service and holds the credentials.
+type Config struct {
+	// BaseURL is the API root, "https://api.assemblyai.com" when empty; a
+	// trailing slash is tolerated.
+	BaseURL string
+	// APIKey is sent as the authorization header, without "Bearer". Required.
+	APIKey string
+	// PollInterval is the wait the caller should leave between checks;
+	// DefaultPollInterval when zero or negative.
+	PollInterval time.Duration
+}
+
+// Engine uploads a file, creates a transcript of it and polls the transcript.
+type Engine struct {
+	uploadURL     string
+	transcriptURL string
+	apiKey        string
+	pollInterval  time.Duration
+	client        *http.Client
+	maxResponse   int64
+}
+
+// New checks the configuration. A nil client gets one without an overall
+// timeout, because uploading a long recording can take minutes and the
+// caller's context already bounds each call.
+func New(cfg Config, client *http.Client) (*Engine, error) {
+	base := strings.TrimSpace(cfg.BaseURL)
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	// The parse error would repeat the URL, which may carry credentials.
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("assemblyai engine: base URL must be an absolute http or https URL such as " + DefaultBaseURL)
+	}
+	key := strings.TrimSpace(cfg.APIKey)
+	if key == "" {
+		return nil, errors.New("assemblyai engine: an API key is required")
+	}
+	if strings.IndexFunc(key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return nil, errors.New("assemblyai engine: the API key contains spaces or control characters")
+	}
+	poll := cfg.PollInterval
+	if poll <= 0 {
+		poll = DefaultPollInterval
+	}
+	var c http.Client
+	if client != nil {
+		c = *client
+	}
+	// Following a redirect would be a second request, and for 307/308 it
+	// cannot resend the streamed body anyway; surfacing the 3xx tells the
+	// operator to fix the base URL instead.
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Engine{
+		uploadURL:     u.JoinPath("v2", "upload").String(),
+		transcriptURL: u.JoinPath("v2", "transcript").String(),
+		apiKey:        key,
+		pollInterval:  poll,
+		client:        &c,
+		maxResponse:   defaultMaxResponse,
+	}, nil
+}
+
+// Name implements the activities' Recognizer.
+func (e *Engine) Name() string { return Name }
+
+// Format is FLAC: AssemblyAI reads it, and it is half the upload of WAV.
+func (e *Engine) Format() audio.Format { return audio.FLAC16kMono }
+
+// PollInterval is the wait the caller leaves between checks of an operation.
+func (e *Engine) PollInterval() time.Duration { return e.pollInterval }
+
+// Submit uploads the file and creates a transcript of it. The transcript is
+// usually still queued, so the answer is its id for Check.
+func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submission, error) {
+	audioURL, err := e.upload(ctx, req.AudioPath)
+	if err != nil {
+		return engine.Submission{}, err
+	}
+
+	create := createRequest{AudioURL: audioURL, Punctuate: true, FormatText: true}
+	if lang := primaryLanguage(req.Language); lang != "" {
+		create.LanguageCode = lang
+	} else {
+		create.LanguageDetection = true
+	}
+	payload, err := json.Marshal(create)
+	if err != nil {
+		return engine.Submission{}, fmt.Errorf("assemblyai: encode transcript request: %w", err)
+	}
+	httpReq, err := e.newRequest(ctx, http.MethodPost, e.transcriptURL, bytes.NewReader(payload))
+	if err != nil {
+		return engine.Submission{}, err
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	resp, body, err := e.do(ctx, httpReq, stepCreate, nil)
+	if err != nil {
+		return engine.Submission{}, err
+	}
+	t, perr := parseTranscript(body)
+	if perr == nil && t.ID == "" {
+		perr = engine.Errorf(engine.Unavailable, "malformed response: no transcript id")
+	}
+	if perr == nil && !validOperationID(t.ID) {
+		perr = engine.Errorf(engine.Unavailable, "malformed response: unusable transcript id")
+	}
+	if perr != nil {
+		perr.Status = resp.StatusCode
+		return engine.Submission{}, perr
+	}
+	sub, err := e.submission(t, t.ID, resp, body)
+	if sub.Result != nil && sub.Result.Language == "" && isLanguageCode(create.LanguageCode) {
+		// The service was told the language and did not contradict it.
+		sub.Result.Language = create.LanguageCode
+	}
+	return sub, err
+}
+
+// Check asks for the transcript: still running, finished or failed.
+func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submission, error) {
+	if !validOperationID(operationID) {
+		return engine.Submission{}, engine.Errorf(engine.Rejected, "not an AssemblyAI transcript id")
+	}
+	httpReq, err := e.newRequest(ctx, http.MethodGet, e.transcriptURL+"/"+operationID, nil)
+	if err != nil {
+		return engine.Submission{}, err
+	}
+	resp, body, err := e.do(ctx, httpReq, stepCheck, nil)
+	if err != nil {
+		return engine.Submission{}, err
+	}
+	t, perr := parseTranscript(body)
+	if perr != nil {
+		perr.Status = resp.StatusCode
+		return engine.Submission{}, perr
+	}
+	return e.submission(t, operationID, resp, body)
+}
+
+// submission turns a transcript's status into the caller's answer.
+func (e *Engine) submission(t transcript, id string, resp *http.Response, body []byte) (engine.Submission, error) {
+	switch t.Status {
+	case "queued", "processing":
+		return engine.Submission{OperationID: id}, nil
+	case "completed":
+		rawType := resp.Header.Get("Content-Type")
+		if rawType == "" {
+			rawType = "application/json"
+		}
+		res := t.result(body, rawType)
+		return engine.Submission{Result: &res}, nil
+	case "error":
+		msg := "AssemblyAI could not transcribe the recording"
+		if t.Error != nil {
+			if detail := e.scrub(*t.Error); detail != "" {
+				msg += ": " + detail
+			}
+		}
+		return engine.Submission{}, &engine.Error{Kind: engine.OperationFailed, Message: msg}
+	}
+	return engine.Submission{}, &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
+		Message: fmt.Sprintf("malformed response: unknown transcript status %q", e.scrub(cut(t.Status, 40)))}
+}
+
+// upload streams the file to AssemblyAI and returns the URL it was given.
+func (e *Engine) upload(ctx context.Context, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("assemblyai: open audio: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("assemblyai: stat audio: %w", err)
+	}
+
+	up := startUpload(f)
+	// Runs before f.Close: the copying goroutine must be gone before the
+	// file it reads is closed.
+	defer up.stop()
+
+	httpReq, err := e.newRequest(ctx, http.MethodPost, e.uploadURL, up.body)
+	if err != nil {
+		return "", err
+	}
+	// A known length lets the service refuse a too large file at once; the
+	// transport still streams the body from the pipe.
+	httpReq.ContentLength = info.Size()
+	httpReq.Header.Set("Content-Type", "application/octet-stream")
+	resp, body, err := e.do(ctx, httpReq, stepUpload, up)
+	if err != nil {
+		return "", err
+	}
+	var answer struct {
+		UploadURL string `json:"upload_url"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return "", &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
+			Message: "malformed response to the upload: not valid JSON", Err: err}
+	}
+	u, err := url.Parse(strings.TrimSpace(answer.UploadURL))
+	if answer.UploadURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
+			Message: "malformed response to the upload: no usable upload_url"}
+	}
+	return u.String(), nil
+}
+
+func (e *Engine) newRequest(ctx context.Context, method, target string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		// The error would repeat the URL.
+		return nil, errors.New("assemblyai: cannot build the request")
+	}
+	req.Header.Set("Authorization", e.apiKey)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	return req, nil
+}
+
+// step names a request in messages.
+type step int
+
+const (
+	stepUpload step = iota
+	stepCreate
+	stepCheck
+)
+
+func (s step) String() string {
+	switch s {
+	case stepUpload:
+		return "upload"
+	case stepCreate:
+		return "transcript request"
+	}
+	return "transcript check"
+}
+
+// do sends one request and returns the body of a 2xx answer; anything else
+// becomes a classified error or, on cancellation, the context's error.
+func (e *Engine) do(ctx context.Context, req *http.Request, s step, up *upload) (*http.Response, []byte, error) {
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, nil, e.requestError(ctx, err, s, up)
+	}
+	defer resp.Body.Close()
+
+	body, tooLarge, readErr := readLimited(resp.Body, e.maxResponse)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		if readErr != nil && ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("assemblyai: %s: read response: %w", s, ctx.Err())
+		}
+		// A partial error body still carries the status, which is what
+		// decides the classification.
+		return nil, nil, e.statusError(resp, body, s, time.Now())
+	}
+	switch {
+	case readErr != nil && ctx.Err() != nil:
+		return nil, nil, fmt.Errorf("assemblyai: %s: read response: %w", s, ctx.Err())
+	case readErr != nil:
+		return nil, nil, &engine.Error{Kind: engine.Unreachable, Status: resp.StatusCode,
+			Message: "the connection to AssemblyAI broke before its answer to the " + s.String() + " was complete", Err: readErr}
+	case tooLarge:
+		return nil, nil, &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
+			Message: fmt.Sprintf("malformed response to the %s: larger than %d bytes", s, e.maxResponse)}
+	}
+	return resp, body, nil
+}
+
+// requestError classifies a failure to get any answer. Cancellation stays a
+// plain context error so that the caller can tell it from engine faults.
+func (e *Engine) requestError(ctx context.Context, err error, s step, up *upload) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("assemblyai: %s: %w", s, ctx.Err())
+	}
+	// A failing local disk aborts the upload too, but says nothing about
+	// the service.
+	if up != nil {
+		if readErr := up.stop(); readErr != nil {
+			return fmt.Errorf("assemblyai: read audio: %w", readErr)
+		}
+	}
+	return &engine.Error{Kind: engine.Unreachable, Message: "could not reach AssemblyAI for the " + s.String(), Err: err}
+}
+
+// upload streams the file through a pipe, so memory use does not depend on
+// the size of the recording and a late read by the transport never touches
+// a closed file.
+type upload struct {
+	body *io.PipeReader
+	src  *trackingReader
+	done chan struct{}
+}
+
+func startUpload(f io.Reader) *upload {
+	pr, pw := io.Pipe()
+	up := &upload{body: pr, src: &trackingReader{r: f}, done: make(chan struct{})}
+	go func() {
+		defer close(up.done)
+		_, err := io.Copy(pw, up.src)
+		pw.CloseWithError(err)
+	}()
+	return up
+}
+
+// stop ends the upload if the transport has not consumed it, waits for the
+// copying goroutine and reports a failure to read the local file.
+func (u *upload) stop() error {
+	u.body.Close()
+	<-u.done
+	return u.src.err
+}
+
+// trackingReader remembers a read error of the source, which the pipe would
+// otherwise present to the caller as a network failure.
+type trackingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (t *trackingReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF {
+		t.err = err
+	}
+	return n, err
+}
+
+func readLimited(r io.Reader, limit int64) (body []byte, tooLarge bool, err error) {
+	body, err = io.ReadAll(io.LimitReader(r, limit+1))
+	if int64(len(body)) > limit {
+		return body[:limit], true, err
+	}
+	return body, false, err
+}
+
+// statusError classifies an answer other than 2xx.
+func (e *Engine) statusError(resp *http.Response, body []byte, s step, now time.Time) *engine.Error {
+	code := resp.StatusCode
+	if code >= 300 && code <= 399 {
+		return &engine.Error{Kind: engine.Rejected, Status: code, Message: redirectMessage(resp)}
+	}
+	detail := e.scrub(providerMessage(body))
+	if detail == "" {
+		detail = strings.ToLower(http.StatusText(code))
+	}
+	if detail == "" {
+		detail = "unexpected status"
+	}
+	kind := engine.ClassifyHTTP(code)
+	err := &engine.Error{Kind: kind, Status: code}
+	switch {
+	case kind == engine.Unauthorized:
+		err.Message = "AssemblyAI refused the credentials for the " + s.String() + ": " + detail
+	case s == stepCheck && code == http.StatusNotFound:
+		// The transcript was deleted or never existed: polling again
+		// cannot bring it back.
+		err.Message = "AssemblyAI has no such transcript: " + detail
+	case kind == engine.Rejected:
+		err.Message = "AssemblyAI rejected the " + s.String() + ": " + detail
+	default:
+		err.Message = "AssemblyAI cannot serve the " + s.String() + " now: " + detail
+		err.RetryAfter = engine.ParseRetryAfter(resp.Header.Get("Retry-After"), now)
+	}
+	return err
+}
+
+func redirectMessage(resp *http.Response) string {
+	msg := "AssemblyAI redirected the request; set the base URL to the final address"
+	if loc, err := resp.Location(); err == nil {
+		msg += " (" + loc.Redacted() + ")"
+	}
+	return msg
+}
+
+// providerMessage reads AssemblyAI's {"error": "..."}, tolerating the
+// {"error": {"message": ...}} and {"message": ...} shapes of gateways.
+func providerMessage(body []byte) string {
+	var shape struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+	}
+	if json.Unmarshal(body, &shape) != nil {
+		return ""
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	var s string
+	switch {
+	case json.Unmarshal(shape.Error, &s) == nil && s != "":
+		return s
+	case json.Unmarshal(shape.Error, &obj) == nil && obj.Message != "":
+		return obj.Message
+	case json.Unmarshal(shape.Message, &s) == nil && s != "":
+		return s
+	}
+	return ""
+}
+
+// scrub makes a provider message safe to show: a service may echo the key
+// it refused, and a multi-line or huge message would garble logs.
+func (e *Engine) scrub(msg string) string {
+	if e.apiKey != "" {
+		msg = strings.ReplaceAll(msg, e.apiKey, "[redacted]")
+	}
+	msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r)
+	}), " ")
+	return cut(msg, maxMessageRunes)
+}
+
+func cut(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// validOperationID accepts the ids AssemblyAI hands out (UUIDs) and refuses
+// anything that could change the path of the check request.
+func validOperationID(id string) bool {
+	if id == "" || len(id) > maxOperationID {
+		return false
+	}
+	for _, r := range id {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// createRequest is the body of POST /v2/transcript.
+type createRequest struct {
+	AudioURL          string `json:"audio_url"`
+	Punctuate         bool   `json:"punctuate"`
+	FormatText        bool   `json:"format_text"`
+	LanguageCode      string `json:"language_code,omitempty"`
+	LanguageDetection bool   `json:"language_detection,omitempty"`
+}
+
+// transcript is the part of AssemblyAI's transcript object the engine reads.
+type transcript struct {
+	ID           string  `json:"id"`
+	Status       string  `json:"status"`
+	Text         *string `json:"text"`
+	LanguageCode *string `json:"language_code"`
+	Words        []word  `json:"words"`
+	Error        *string `json:"error"`
+}
+
+// word has its times in milliseconds.
+type word struct {
+	Text       string  `json:"text"`
+	Start      float64 `json:"start"`
+	End        float64 `json:"end"`
+	Confidence float64 `json:"confidence"`
+}
+
+func parseTranscript(body []byte) (transcript, *engine.Error) {
+	var t transcript
+	if err := json.Unmarshal(body, &t); err != nil {
+		return transcript{}, &engine.Error{Kind: engine.Unavailable, Message: "malformed response: not a valid transcript object", Err: err}
+	}
+	if t.Status == "" {
+		return transcript{}, engine.Errorf(engine.Unavailable, "malformed response: no transcript status")
+	}
+	return t, nil
+}
+
+// result builds the finished recognition. A null text is a transcript of
+// silence; whether that is a failure is the caller's verdict.
+func (t transcript) result(raw []byte, rawType string) engine.Result {
+	res := engine.Result{Raw: raw, RawType: rawType, Segments: segments(t.Words)}
+	if t.Text != nil {
+		res.Text = strings.TrimSpace(*t.Text)
+	}
+	if t.LanguageCode != nil {
+		if lang := primaryLanguage(*t.LanguageCode); isLanguageCode(lang) {
+			res.Language = lang
+		}
+	}
+	return res
+}
+
+// segments groups words into sentences: a segment ends after a word that
+// ends a sentence, before a pause longer than maxPause, and before a word
+// that would stretch it beyond maxSegmentLen.
+func segments(words []word) []engine.Segment {
+	var (
+		segs       []engine.Segment
+		texts      []string
+		start, end time.Duration
+	)
+	flush := func() {
+		if len(texts) == 0 {
+			return
+		}
+		segs = append(segs, engine.Segment{Start: start, End: end, Text: strings.Join(texts, " ")})
+		texts = texts[:0]
+	}
+	for _, w := range words {
+		text := strings.Join(strings.Fields(w.Text), " ")
+		if text == "" {
+			continue
+		}
+		ws, we := millis(w.Start), millis(w.End)
+		if we < ws {
+			we = ws
+		}
+		if len(texts) > 0 && (ws-end > maxPause || we-start > maxSegmentLen) {
+			flush()
+		}
+		if len(texts) == 0 {
+			start, end = ws, we
+		}
+		texts = append(texts, text)
+		end = max(end, we)
+		if endsSentence(text) {
+			flush()
+		}
+	}
+	flush()
+	return segs
+}
+
+// endsSentence looks past closing quotes and brackets for . ! ? or ….
+func endsSentence(text string) bool {
+	text = strings.TrimRight(text, "\"'”’»)]")
+	return strings.HasSuffix(text, ".") || strings.HasSuffix(text, "!") ||
+		strings.HasSuffix(text, "?") || strings.HasSuffix(text, "…")
+}
+
+// maxMillis keeps the conversion to a Duration from overflowing.
+const maxMillis = float64(math.MaxInt64 / int64(time.Millisecond))
+
+func millis(ms float64) time.Duration {
+	switch {
+	case ms <= 0 || math.IsNaN(ms):
+		return 0
+	case ms >= maxMillis:
+		return time.Duration(maxMillis) * time.Millisecond
+	}
+	return time.Duration(math.Round(ms)) * time.Millisecond
+}
+
+// primaryLanguage reduces a BCP 47 tag such as "en-US", or AssemblyAI's
+// "en_us", to its primary language subtag.
+func primaryLanguage(tag string) string {
+	tag = strings.ToLower(strings.TrimSpace(tag))
+	if i := strings.IndexAny(tag, "-_"); i >= 0 {
+		tag = tag[:i]
+	}
+	return tag
+}
+
+func isLanguageCode(s string) bool {
+	if len(s) < 2 || len(s) > 3 {
+		return false
+	}
+	for _, r := range s {
+		if r < 'a' || r > 'z' {
+			return false
+		}
+	}
+	return true
+}
