@@ -402,9 +402,11 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// waitFor polls cond until it holds. The deadline is generous: some
+// conditions wait out a 30 s heartbeat timeout on a busy machine.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
