@@ -129,7 +129,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	}
 
 	create := createRequest{AudioURL: audioURL, Punctuate: true, FormatText: true}
-	if lang := primaryLanguage(req.Language); lang != "" {
+	if lang := engine.PrimaryLanguage(req.Language); lang != "" {
 		create.LanguageCode = lang
 	} else {
 		create.LanguageDetection = true
@@ -159,7 +159,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 		return engine.Submission{}, perr
 	}
 	sub, err := e.submission(t, t.ID, resp, body)
-	if sub.Result != nil && sub.Result.Language == "" && isLanguageCode(create.LanguageCode) {
+	if sub.Result != nil && sub.Result.Language == "" && engine.IsLanguageCode(create.LanguageCode) {
 		// The service was told the language and did not contradict it.
 		sub.Result.Language = create.LanguageCode
 	}
@@ -202,14 +202,14 @@ func (e *Engine) submission(t transcript, id string, resp *http.Response, body [
 	case "error":
 		msg := "AssemblyAI could not transcribe the recording"
 		if t.Error != nil {
-			if detail := e.scrub(*t.Error); detail != "" {
+			if detail := engine.Scrub(*t.Error, e.apiKey, maxMessageRunes); detail != "" {
 				msg += ": " + detail
 			}
 		}
 		return engine.Submission{}, &engine.Error{Kind: engine.OperationFailed, Message: msg}
 	}
 	return engine.Submission{}, &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
-		Message: fmt.Sprintf("malformed response: unknown transcript status %q", e.scrub(cut(t.Status, 40)))}
+		Message: fmt.Sprintf("malformed response: unknown transcript status %q", engine.Scrub(t.Status, e.apiKey, 40))}
 }
 
 // upload streams the file to AssemblyAI and returns the URL it was given.
@@ -296,7 +296,7 @@ func (e *Engine) do(ctx context.Context, req *http.Request, s step, up *upload) 
 	}
 	defer resp.Body.Close()
 
-	body, tooLarge, readErr := readLimited(resp.Body, e.maxResponse)
+	body, tooLarge, readErr := engine.ReadLimited(resp.Body, e.maxResponse)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		if readErr != nil && ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("assemblyai: %s: read response: %w", s, ctx.Err())
@@ -377,21 +377,13 @@ func (t *trackingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func readLimited(r io.Reader, limit int64) (body []byte, tooLarge bool, err error) {
-	body, err = io.ReadAll(io.LimitReader(r, limit+1))
-	if int64(len(body)) > limit {
-		return body[:limit], true, err
-	}
-	return body, false, err
-}
-
 // statusError classifies an answer other than 2xx.
 func (e *Engine) statusError(resp *http.Response, body []byte, s step, now time.Time) *engine.Error {
 	code := resp.StatusCode
 	if code >= 300 && code <= 399 {
-		return &engine.Error{Kind: engine.Rejected, Status: code, Message: redirectMessage(resp)}
+		return &engine.Error{Kind: engine.Rejected, Status: code, Message: engine.RedirectMessage("AssemblyAI", resp)}
 	}
-	detail := e.scrub(providerMessage(body))
+	detail := engine.Scrub(engine.ProviderMessage(body), e.apiKey, maxMessageRunes)
 	if detail == "" {
 		detail = strings.ToLower(http.StatusText(code))
 	}
@@ -414,58 +406,6 @@ func (e *Engine) statusError(resp *http.Response, body []byte, s step, now time.
 		err.RetryAfter = engine.ParseRetryAfter(resp.Header.Get("Retry-After"), now)
 	}
 	return err
-}
-
-func redirectMessage(resp *http.Response) string {
-	msg := "AssemblyAI redirected the request; set the base URL to the final address"
-	if loc, err := resp.Location(); err == nil {
-		msg += " (" + loc.Redacted() + ")"
-	}
-	return msg
-}
-
-// providerMessage reads AssemblyAI's {"error": "..."}, tolerating the
-// {"error": {"message": ...}} and {"message": ...} shapes of gateways.
-func providerMessage(body []byte) string {
-	var shape struct {
-		Error   json.RawMessage `json:"error"`
-		Message json.RawMessage `json:"message"`
-	}
-	if json.Unmarshal(body, &shape) != nil {
-		return ""
-	}
-	var obj struct {
-		Message string `json:"message"`
-	}
-	var s string
-	switch {
-	case json.Unmarshal(shape.Error, &s) == nil && s != "":
-		return s
-	case json.Unmarshal(shape.Error, &obj) == nil && obj.Message != "":
-		return obj.Message
-	case json.Unmarshal(shape.Message, &s) == nil && s != "":
-		return s
-	}
-	return ""
-}
-
-// scrub makes a provider message safe to show: a service may echo the key
-// it refused, and a multi-line or huge message would garble logs.
-func (e *Engine) scrub(msg string) string {
-	if e.apiKey != "" {
-		msg = strings.ReplaceAll(msg, e.apiKey, "[redacted]")
-	}
-	msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool {
-		return unicode.IsSpace(r) || unicode.IsControl(r)
-	}), " ")
-	return cut(msg, maxMessageRunes)
-}
-
-func cut(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }
 
 // validOperationID accepts the ids AssemblyAI hands out (UUIDs) and refuses
@@ -528,7 +468,7 @@ func (t transcript) result(raw []byte, rawType string) engine.Result {
 		res.Text = strings.TrimSpace(*t.Text)
 	}
 	if t.LanguageCode != nil {
-		if lang := primaryLanguage(*t.LanguageCode); isLanguageCode(lang) {
+		if lang := engine.PrimaryLanguage(*t.LanguageCode); engine.IsLanguageCode(lang) {
 			res.Language = lang
 		}
 	}
@@ -594,26 +534,4 @@ func millis(ms float64) time.Duration {
 		return time.Duration(maxMillis) * time.Millisecond
 	}
 	return time.Duration(math.Round(ms)) * time.Millisecond
-}
-
-// primaryLanguage reduces a BCP 47 tag such as "en-US", or AssemblyAI's
-// "en_us", to its primary language subtag.
-func primaryLanguage(tag string) string {
-	tag = strings.ToLower(strings.TrimSpace(tag))
-	if i := strings.IndexAny(tag, "-_"); i >= 0 {
-		tag = tag[:i]
-	}
-	return tag
-}
-
-func isLanguageCode(s string) bool {
-	if len(s) < 2 || len(s) > 3 {
-		return false
-	}
-	for _, r := range s {
-		if r < 'a' || r > 'z' {
-			return false
-		}
-	}
-	return true
 }

@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/transcriber/transcriber/internal/audio"
 	"github.com/transcriber/transcriber/internal/engine"
@@ -123,7 +122,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	}
 	defer resp.Body.Close()
 
-	body, tooLarge, readErr := readLimited(resp.Body, e.maxResponse)
+	body, tooLarge, readErr := engine.ReadLimited(resp.Body, e.maxResponse)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		if readErr != nil && ctx.Err() != nil {
 			return engine.Submission{}, fmt.Errorf("openai: read response: %w", ctx.Err())
@@ -149,7 +148,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	}
 	if res.Language == "" {
 		// The server was told the language and did not contradict it.
-		res.Language = primaryLanguage(req.Language)
+		res.Language = engine.PrimaryLanguage(req.Language)
 	}
 	return engine.Submission{Result: &res}, nil
 }
@@ -166,7 +165,7 @@ func (e *Engine) formFields(req engine.Request) []formField {
 	if e.model != "" {
 		fields = append(fields, formField{"model", e.model})
 	}
-	if lang := primaryLanguage(req.Language); lang != "" {
+	if lang := engine.PrimaryLanguage(req.Language); lang != "" {
 		fields = append(fields, formField{"language", lang})
 	}
 	return append(fields, formField{"response_format", "verbose_json"})
@@ -276,21 +275,13 @@ func partContentType(path string) string {
 	return "application/octet-stream"
 }
 
-func readLimited(r io.Reader, limit int64) (body []byte, tooLarge bool, err error) {
-	body, err = io.ReadAll(io.LimitReader(r, limit+1))
-	if int64(len(body)) > limit {
-		return body[:limit], true, err
-	}
-	return body, false, err
-}
-
 // statusError classifies an answer other than 2xx.
 func (e *Engine) statusError(resp *http.Response, body []byte, now time.Time) *engine.Error {
 	code := resp.StatusCode
 	if code >= 300 && code <= 399 {
-		return &engine.Error{Kind: engine.Rejected, Status: code, Message: redirectMessage(resp)}
+		return &engine.Error{Kind: engine.Rejected, Status: code, Message: engine.RedirectMessage("the transcription server", resp)}
 	}
-	detail := e.scrub(providerMessage(body))
+	detail := engine.Scrub(engine.ProviderMessage(body), e.apiKey, maxMessageRunes)
 	if detail == "" {
 		detail = strings.ToLower(http.StatusText(code))
 	}
@@ -309,55 +300,6 @@ func (e *Engine) statusError(resp *http.Response, body []byte, now time.Time) *e
 		err.RetryAfter = retryAfter(resp.Header, now)
 	}
 	return err
-}
-
-func redirectMessage(resp *http.Response) string {
-	msg := "the transcription server redirected the request; set the base URL to the final address"
-	if loc, err := resp.Location(); err == nil {
-		msg += " (" + loc.Redacted() + ")"
-	}
-	return msg
-}
-
-// providerMessage reads the error text from the shapes the compatible
-// servers use: OpenAI's {"error": {"message": ...}}, whisper.cpp's
-// {"error": "..."} and FastAPI's {"detail": "..."}.
-func providerMessage(body []byte) string {
-	var shape struct {
-		Error  json.RawMessage `json:"error"`
-		Detail json.RawMessage `json:"detail"`
-	}
-	if json.Unmarshal(body, &shape) != nil {
-		return ""
-	}
-	var obj struct {
-		Message string `json:"message"`
-	}
-	var s string
-	switch {
-	case json.Unmarshal(shape.Error, &obj) == nil && obj.Message != "":
-		return obj.Message
-	case json.Unmarshal(shape.Error, &s) == nil && s != "":
-		return s
-	case json.Unmarshal(shape.Detail, &s) == nil && s != "":
-		return s
-	}
-	return ""
-}
-
-// scrub makes a provider message safe to show: some providers echo the key
-// they refused, and a multi-line or huge message would garble logs.
-func (e *Engine) scrub(msg string) string {
-	if e.apiKey != "" {
-		msg = strings.ReplaceAll(msg, e.apiKey, "[redacted]")
-	}
-	msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool {
-		return unicode.IsSpace(r) || unicode.IsControl(r)
-	}), " ")
-	if r := []rune(msg); len(r) > maxMessageRunes {
-		msg = string(r[:maxMessageRunes]) + "…"
-	}
-	return msg
 }
 
 // retryAfter prefers OpenAI's millisecond hint, which is finer than the
@@ -444,7 +386,7 @@ func normaliseLanguage(s string) string {
 	if code := languageCode(s); code != "" {
 		return code
 	}
-	if isLanguageCode(s) {
+	if engine.IsLanguageCode(s) {
 		return s
 	}
 	return ""
@@ -494,26 +436,4 @@ func languageCode(name string) string {
 		return "kk"
 	}
 	return ""
-}
-
-// primaryLanguage reduces a BCP 47 tag such as "en-US" to the ISO 639
-// code the transcription API expects.
-func primaryLanguage(tag string) string {
-	tag = strings.ToLower(strings.TrimSpace(tag))
-	if i := strings.IndexAny(tag, "-_"); i >= 0 {
-		tag = tag[:i]
-	}
-	return tag
-}
-
-func isLanguageCode(s string) bool {
-	if len(s) < 2 || len(s) > 3 {
-		return false
-	}
-	for _, r := range s {
-		if r < 'a' || r > 'z' {
-			return false
-		}
-	}
-	return true
 }

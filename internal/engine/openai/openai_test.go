@@ -411,7 +411,7 @@ func TestSubmitSuccess(t *testing.T) {
 			if v := got.fields["response_format"]; v != "verbose_json" {
 				t.Errorf("response_format = %q; want %q", v, "verbose_json")
 			}
-			wantLang := primaryLanguage(tc.language)
+			wantLang := engine.PrimaryLanguage(tc.language)
 			if v, ok := got.fields["language"]; wantLang == "" && ok {
 				t.Errorf("language field = %q; want it absent", v)
 			} else if wantLang != "" && v != wantLang {

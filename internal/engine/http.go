@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"unicode"
+)
+
+// Helpers that every HTTP engine needs in the same way.
+
+// ReadLimited reads at most limit bytes of a response body and reports
+// whether there was more: the limit protects a worker from a misbehaving
+// server, whatever the engine.
+func ReadLimited(r io.Reader, limit int64) (body []byte, tooLarge bool, err error) {
+	body, err = io.ReadAll(io.LimitReader(r, limit+1))
+	if int64(len(body)) > limit {
+		return body[:limit], true, err
+	}
+	return body, false, err
+}
+
+// ProviderMessage reads the error text from the shapes providers and their
+// gateways use: {"error": {"message": ...}} (OpenAI), {"error": "..."}
+// (AssemblyAI, whisper.cpp), {"detail": "..."} (FastAPI servers) and
+// {"message": "..."}.
+func ProviderMessage(body []byte) string {
+	var shape struct {
+		Error   json.RawMessage `json:"error"`
+		Detail  json.RawMessage `json:"detail"`
+		Message json.RawMessage `json:"message"`
+	}
+	if json.Unmarshal(body, &shape) != nil {
+		return ""
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	var s string
+	switch {
+	case json.Unmarshal(shape.Error, &obj) == nil && obj.Message != "":
+		return obj.Message
+	case json.Unmarshal(shape.Error, &s) == nil && s != "":
+		return s
+	case json.Unmarshal(shape.Detail, &s) == nil && s != "":
+		return s
+	case json.Unmarshal(shape.Message, &s) == nil && s != "":
+		return s
+	}
+	return ""
+}
+
+// Scrub makes a provider's message safe to log and show: services echo
+// the key they refused, and a multi-line or huge message garbles logs. It
+// redacts secret, puts the text on one line and cuts it to maxRunes.
+func Scrub(msg, secret string, maxRunes int) string {
+	if secret != "" {
+		msg = strings.ReplaceAll(msg, secret, "[redacted]")
+	}
+	msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r)
+	}), " ")
+	if r := []rune(msg); len(r) > maxRunes {
+		msg = string(r[:maxRunes]) + "…"
+	}
+	return msg
+}
+
+// RedirectMessage explains a 3xx: engines do not follow redirects (a second
+// request, and a streamed body cannot be sent again), so the operator must
+// point the base URL at the final address.
+func RedirectMessage(service string, resp *http.Response) string {
+	msg := service + " redirected the request; set the base URL to the final address"
+	if loc, err := resp.Location(); err == nil {
+		msg += " (" + loc.Redacted() + ")"
+	}
+	return msg
+}
+
+// PrimaryLanguage reduces a language tag such as "en-US" or "en_us" to
+// its primary subtag, lower-cased.
+func PrimaryLanguage(tag string) string {
+	tag = strings.ToLower(strings.TrimSpace(tag))
+	if i := strings.IndexAny(tag, "-_"); i >= 0 {
+		tag = tag[:i]
+	}
+	return tag
+}
+
+// IsLanguageCode reports whether s looks like an ISO 639 code (two or
+// three lower-case letters).
+func IsLanguageCode(s string) bool {
+	if len(s) < 2 || len(s) > 3 {
+		return false
+	}
+	for _, r := range s {
+		if r < 'a' || r > 'z' {
+			return false
+		}
+	}
+	return true
+}
