@@ -10,6 +10,9 @@ import (
 
 // Helpers that every HTTP engine needs in the same way.
 
+// MaxMessageRunes bounds a provider's message quoted in an error.
+const MaxMessageRunes = 300
+
 // ReadLimited reads at most limit bytes of a response body and reports
 // whether there was more: the limit protects a worker from a misbehaving
 // server, whatever the engine.
@@ -65,6 +68,18 @@ func Scrub(msg, secret string, maxRunes int) string {
 		msg = string(r[:maxRunes]) + "…"
 	}
 	return msg
+}
+
+// ErrorDetail is what to say about a failed answer: the provider's own
+// message, scrubbed of secret, or else the status text.
+func ErrorDetail(body []byte, status int, secret string) string {
+	if d := Scrub(ProviderMessage(body), secret, MaxMessageRunes); d != "" {
+		return d
+	}
+	if t := strings.ToLower(http.StatusText(status)); t != "" {
+		return t
+	}
+	return "unexpected status"
 }
 
 // RedirectMessage explains a 3xx: engines do not follow redirects (a second

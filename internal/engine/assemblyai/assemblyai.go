@@ -36,7 +36,6 @@ const (
 	// A transcript with words for hours of audio stays far below this; the
 	// limit only protects the worker from a misbehaving server.
 	defaultMaxResponse = 64 << 20
-	maxMessageRunes    = 300
 	// maxOperationID bounds the ids Check accepts; AssemblyAI's are UUIDs.
 	maxOperationID = 128
 )
@@ -202,7 +201,7 @@ func (e *Engine) submission(t transcript, id string, resp *http.Response, body [
 	case "error":
 		msg := "AssemblyAI could not transcribe the recording"
 		if t.Error != nil {
-			if detail := engine.Scrub(*t.Error, e.apiKey, maxMessageRunes); detail != "" {
+			if detail := engine.Scrub(*t.Error, e.apiKey, engine.MaxMessageRunes); detail != "" {
 				msg += ": " + detail
 			}
 		}
@@ -383,13 +382,7 @@ func (e *Engine) statusError(resp *http.Response, body []byte, s step, now time.
 	if code >= 300 && code <= 399 {
 		return &engine.Error{Kind: engine.Rejected, Status: code, Message: engine.RedirectMessage("AssemblyAI", resp)}
 	}
-	detail := engine.Scrub(engine.ProviderMessage(body), e.apiKey, maxMessageRunes)
-	if detail == "" {
-		detail = strings.ToLower(http.StatusText(code))
-	}
-	if detail == "" {
-		detail = "unexpected status"
-	}
+	detail := engine.ErrorDetail(body, code, e.apiKey)
 	kind := engine.ClassifyHTTP(code)
 	err := &engine.Error{Kind: kind, Status: code}
 	switch {

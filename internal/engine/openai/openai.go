@@ -34,7 +34,6 @@ const (
 	// A verbose_json answer for hours of audio stays far below this; the
 	// limit only protects the worker from a misbehaving server.
 	defaultMaxResponse = 64 << 20
-	maxMessageRunes    = 300
 )
 
 // Config locates the server and chooses the model.
@@ -281,13 +280,7 @@ func (e *Engine) statusError(resp *http.Response, body []byte, now time.Time) *e
 	if code >= 300 && code <= 399 {
 		return &engine.Error{Kind: engine.Rejected, Status: code, Message: engine.RedirectMessage("the transcription server", resp)}
 	}
-	detail := engine.Scrub(engine.ProviderMessage(body), e.apiKey, maxMessageRunes)
-	if detail == "" {
-		detail = strings.ToLower(http.StatusText(code))
-	}
-	if detail == "" {
-		detail = "unexpected status"
-	}
+	detail := engine.ErrorDetail(body, code, e.apiKey)
 	kind := engine.ClassifyHTTP(code)
 	err := &engine.Error{Kind: kind, Status: code}
 	switch kind {
