@@ -44,6 +44,15 @@ type Result struct {
 	RawType string `json:"-"`
 }
 
+// Limits are the largest audio one request to an engine may carry; zero
+// means no limit. Recordings beyond them are split into chunks that fit.
+type Limits struct {
+	// MaxBytes bounds the size of the converted audio file.
+	MaxBytes int64
+	// MaxDuration bounds its length.
+	MaxDuration time.Duration
+}
+
 // Submission is the answer to a submit or a check: either a finished Result
 // or the id of an operation that is still running on the engine's side.
 type Submission struct {
