@@ -5,12 +5,15 @@ package testaudio
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Dir is where pocketsphinx-testdata installs its files.
@@ -67,6 +70,54 @@ func VoiceNote(t testing.TB, dir string) string {
 	out := filepath.Join(dir, "voice.ogg")
 	FFmpeg(t, "-f", "s16le", "-ar", "16000", "-ac", "1", "-i", GoForwardRaw, "-c:a", "libopus", "-b:a", "24k", out)
 	return out
+}
+
+// LibriVoxIDs are the recordings of pocketsphinx-testdata, in order.
+var LibriVoxIDs = []string{
+	"sense_and_sensibility_01_austen_64kb-0870",
+	"sense_and_sensibility_01_austen_64kb-0880",
+	"sense_and_sensibility_01_austen_64kb-0890",
+	"sense_and_sensibility_01_austen_64kb-0920",
+	"sense_and_sensibility_01_austen_64kb-0930",
+}
+
+// Long builds a WAV recording of at least length into dir from the
+// LibriVox recordings, repeated in order with a pause of pause after each,
+// and returns its path and the reference text of what it says. The pauses
+// are digital silence, where a recording may be cut without losing a word.
+func Long(t testing.TB, dir string, length, pause time.Duration) (path, text string) {
+	t.Helper()
+	refs := References(t)
+	gap := filepath.Join(dir, "pause.wav")
+	FFmpeg(t, "-f", "lavfi", "-i", "anullsrc=r=16000:cl=mono", "-t", strconv.FormatFloat(pause.Seconds(), 'f', 3, 64),
+		"-c:a", "pcm_s16le", gap)
+	var list, said strings.Builder
+	var total time.Duration
+	for total < length {
+		for _, id := range LibriVoxIDs {
+			fmt.Fprintf(&list, "file '%s'\nfile '%s'\n", LibriVox(id), gap)
+			said.WriteString(refs[id])
+			said.WriteByte(' ')
+			total += wavDuration(t, LibriVox(id)) + pause
+		}
+	}
+	listPath := filepath.Join(dir, "long.txt")
+	if err := os.WriteFile(listPath, []byte(list.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, "long.wav")
+	FFmpeg(t, "-f", "concat", "-safe", "0", "-i", listPath, "-c", "copy", path)
+	return path, strings.TrimSpace(said.String())
+}
+
+// wavDuration reads the length of a 16 kHz mono 16-bit WAV from its size.
+func wavDuration(t testing.TB, path string) time.Duration {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(st.Size()-44) * time.Second / (2 * 16000)
 }
 
 // FFmpeg runs ffmpeg quietly with args and fails the test if it fails.
