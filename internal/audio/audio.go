@@ -41,12 +41,13 @@ var (
 	// models resample to anyway.
 	FLAC16kMono = Format{Name: "flac", Ext: ".flac", MIME: "audio/flac", SampleRate: 16000, Channels: 1,
 		args: []string{"-c:a", "flac", "-f", "flac"}}
-	// OggOpus16kMono is wideband speech at 24 kbit/s, an eighth of WAV, for
-	// engines that take the audio inside a size-limited request (Yandex
-	// SpeechKit). Constrained VBR keeps the size close to 3 kB per second
-	// of audio, so a byte limit maps onto a duration.
+	// OggOpus16kMono is wideband speech at 20 kbit/s (the rate Opus
+	// recommends for it), a twelfth of WAV, for engines that take the audio
+	// inside a size-limited request (Yandex SpeechKit). Constrained VBR
+	// keeps the size near 2.5 kB per second of audio, so a byte limit maps
+	// onto a duration.
 	OggOpus16kMono = Format{Name: "opus", Ext: ".ogg", MIME: "audio/ogg", SampleRate: 16000, Channels: 1,
-		args: []string{"-c:a", "libopus", "-b:a", "24k", "-vbr", "constrained", "-application", "voip", "-f", "ogg"}}
+		args: []string{"-c:a", "libopus", "-b:a", "20k", "-vbr", "constrained", "-application", "voip", "-f", "ogg"}}
 )
 
 // Sentinel errors for input that no retry can fix.
