@@ -1,5 +1,8 @@
 // Package httpapi serves transcriber's HTTP endpoints: liveness, readiness
-// and Prometheus metrics for every role.
+// and Prometheus metrics for every role, and for the roles that accept
+// work the job API under /v1: uploads that become jobs, their status and
+// transcripts, revive and cancel, and an OpenAI-compatible transcription
+// endpoint.
 package httpapi
 
 import (
@@ -21,6 +24,8 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Ready are the checks behind /readyz, by name.
 	Ready map[string]Check
+	// API, when set, is served under /v1.
+	API *API
 }
 
 // NewHandler returns the router of the HTTP server.
@@ -43,7 +48,11 @@ func NewHandler(opts Options) http.Handler {
 		writeJSON(w, status, map[string]any{"ready": status == http.StatusOK, "checks": checks})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
-	return mux
+	if opts.API == nil {
+		return mux
+	}
+	opts.API.mount(mux)
+	return jsonErrors(mux)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

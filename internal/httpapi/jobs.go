@@ -1,0 +1,438 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/transcriber/transcriber/activities"
+	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/jobs"
+	"github.com/transcriber/transcriber/internal/transcript"
+	"github.com/transcriber/transcriber/workflows"
+)
+
+// IdempotencyHeader names the request header whose value names the job.
+const IdempotencyHeader = "Idempotency-Key"
+
+var (
+	idempotencyKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$`)
+	languagePattern       = regexp.MustCompile(`^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`)
+)
+
+// submission is what a request asks for besides the recording.
+type submission struct {
+	key, engine, language, callback string
+}
+
+// checkHeader validates what arrives before the body, so that a bad key
+// is refused before a large upload is read.
+func checkKey(r *http.Request) (string, *apiError) {
+	key := r.Header.Get(IdempotencyHeader)
+	if key != "" && !idempotencyKeyPattern.MatchString(key) {
+		return "", errBadRequest("invalid_idempotency_key",
+			"Idempotency-Key must be 1 to 200 letters, digits and . _ : -, starting with a letter or digit")
+	}
+	return key, nil
+}
+
+func (a *API) checkSubmission(s submission) *apiError {
+	if s.language != "" && !languagePattern.MatchString(s.language) {
+		return errBadRequest("invalid_language", fmt.Sprintf("language %q is not a language code such as en or ru", s.language))
+	}
+	if s.engine != "" && !slices.Contains(a.opts.Engines, s.engine) {
+		return errBadRequest("invalid_engine", fmt.Sprintf("engine %q is not one of %s", s.engine, strings.Join(a.opts.Engines, ", ")))
+	}
+	if s.callback != "" {
+		if !a.opts.Callbacks {
+			return errBadRequest("callbacks_disabled", "this server sends no webhooks: its owner must set TRANSCRIBER_WEBHOOK_SECRET")
+		}
+		if err := activities.CheckCallbackURL(s.callback); err != nil {
+			return errBadRequest("invalid_callback_url", err.Error())
+		}
+	}
+	return nil
+}
+
+// accept turns a received upload into a job: the same id for the same
+// bytes, the recording stored before the job starts.
+func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, existing bool, apiErr *apiError) {
+	engine, fallback := a.opts.Engine(s.engine, s.language)
+	hash := hex.EncodeToString(u.sha256)
+	rerun := false
+	if s.key != "" {
+		id = workflows.HTTPJobID(s.key)
+	} else {
+		// Without a key the bytes name the job; a cancelled one may be
+		// sent again.
+		id, rerun = workflows.HTTPContentJobID(u.sha256, engine, s.language), true
+	}
+	e, err := a.opts.Jobs.Lookup(ctx, id)
+	switch {
+	case err == nil && !(rerun && e.Rerunnable):
+		if e.ContentSHA256 != hash {
+			return "", false, conflict(s.key)
+		}
+		return id, true, nil
+	case err != nil && !errors.Is(err, jobs.ErrNotFound):
+		return "", false, errUnavailable(err)
+	}
+	// The key carries the hash: two requests racing with one id and other
+	// bytes never overwrite each other's recording.
+	key := blob.JobKey(id, "original-"+hash[:16]+u.ext)
+	f, err := os.Open(u.path)
+	if err != nil {
+		return "", false, storageError(err)
+	}
+	_, err = a.opts.Blobs.Put(ctx, key, f)
+	f.Close()
+	if err != nil {
+		return "", false, storageError(err)
+	}
+	in := workflows.Input{
+		Source:      job.SourceHTTP,
+		Original:    workflows.Original{Key: key, Ext: u.ext, Name: u.name, MIME: u.mime, Size: u.size},
+		Engine:      engine,
+		Fallback:    fallback,
+		Language:    s.language,
+		Policy:      a.opts.Policy,
+		AcceptedAt:  time.Now(),
+		CallbackURL: s.callback,
+	}
+	existing, err = a.opts.Jobs.Start(ctx, jobs.StartRequest{ID: id, Input: in, ContentSHA256: hash, Rerun: rerun})
+	switch {
+	case errors.Is(err, jobs.ErrConflict):
+		return "", false, conflict(s.key)
+	case err != nil:
+		return "", false, errUnavailable(err)
+	}
+	if !existing {
+		a.log.Info("job accepted", "job_id", id, "bytes", u.size, "engine", engine, "webhook", s.callback != "")
+	}
+	return id, existing, nil
+}
+
+func conflict(key string) *apiError {
+	msg := "a job with this id holds a different recording"
+	if key != "" {
+		msg = "this Idempotency-Key was used for a different recording; use a new key for a new recording"
+	}
+	return &apiError{status: http.StatusConflict, code: "idempotency_conflict", message: msg}
+}
+
+func storageError(err error) *apiError {
+	return &apiError{status: http.StatusInternalServerError, code: "storage_error", message: "the recording could not be stored: " + err.Error()}
+}
+
+func links(id string) map[string]string {
+	self := "/v1/jobs/" + url.PathEscape(id)
+	return map[string]string{"self": self, "transcript": self + "/transcript"}
+}
+
+type acceptedBody struct {
+	ID string `json:"id"`
+	// Existing is true when the request found the job an earlier one
+	// started.
+	Existing bool              `json:"existing"`
+	State    job.State         `json:"state,omitempty"`
+	Links    map[string]string `json:"links"`
+}
+
+func (a *API) createJob(w http.ResponseWriter, r *http.Request) {
+	key, apiErr := checkKey(r)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	q := r.URL.Query()
+	if apiErr := a.checkSubmission(submission{engine: q.Get("engine"), language: q.Get("language"), callback: q.Get("callback_url")}); apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	u, apiErr := a.receive(w, r, false)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	defer u.remove()
+	s := submission{key: key, engine: u.field(r, "engine"), language: u.field(r, "language"), callback: u.field(r, "callback_url")}
+	if apiErr := a.checkSubmission(s); apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	id, existing, apiErr := a.accept(r.Context(), u, s)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	a.writeAccepted(w, id, existing, job.Accepted)
+}
+
+func (a *API) writeAccepted(w http.ResponseWriter, id string, existing bool, state job.State) {
+	l := links(id)
+	w.Header().Set("Location", l["self"])
+	body := acceptedBody{ID: id, Existing: existing, Links: l}
+	if !existing {
+		body.State = state
+	} else {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeJSON(w, http.StatusAccepted, body)
+}
+
+// jobView is a job as the API shows it.
+type jobView struct {
+	ID     string     `json:"id"`
+	State  job.State  `json:"state"`
+	Source job.Source `json:"source,omitempty"`
+	Engine string     `json:"engine,omitempty"`
+	// Step is the step running, or the one that stopped a failed or dead
+	// job.
+	Step     job.State `json:"step,omitempty"`
+	Attempts int       `json:"attempts,omitempty"`
+	// LastError and NextAttemptAt show a step that is being retried.
+	LastError     string    `json:"last_error,omitempty"`
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+	// Progress runs from 0 to 1 as the job moves through its steps.
+	Progress         float64           `json:"progress"`
+	Failure          *failureView      `json:"failure,omitempty"`
+	Language         string            `json:"language,omitempty"`
+	DetectedLanguage string            `json:"detected_language,omitempty"`
+	Original         *originalView     `json:"original,omitempty"`
+	DurationSeconds  float64           `json:"duration_seconds,omitempty"`
+	Words            int               `json:"words,omitempty"`
+	Chunks           int               `json:"chunks,omitempty"`
+	ChunksDone       int               `json:"chunks_done,omitempty"`
+	Revivals         int               `json:"revivals,omitempty"`
+	Timings          timingsView       `json:"timings"`
+	Links            map[string]string `json:"links"`
+}
+
+type failureView struct {
+	Kind     job.Kind  `json:"kind"`
+	Step     job.State `json:"step"`
+	Message  string    `json:"message"`
+	Attempts int       `json:"attempts,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+type originalView struct {
+	Name string `json:"name,omitempty"`
+	MIME string `json:"mime,omitempty"`
+	Size int64  `json:"size,omitempty"`
+}
+
+type timingsView struct {
+	AcceptedAt     time.Time `json:"accepted_at"`
+	UpdatedAt      time.Time `json:"updated_at,omitzero"`
+	FinishedAt     time.Time `json:"finished_at,omitzero"`
+	ElapsedSeconds float64   `json:"elapsed_seconds"`
+}
+
+// progressOf places each state on the way from accepted to done.
+var progressOf = map[job.State]float64{
+	job.Accepted: 0, job.Fetching: 0.05, job.Converting: 0.1, job.Transcribing: 0.3, job.Replying: 0.95, job.Done: 1,
+}
+
+func viewOf(st workflows.Status, pending []jobs.Pending) jobView {
+	v := jobView{
+		ID: st.JobID, State: st.State, Source: st.Source, Engine: st.Engine,
+		Language: st.Language, DetectedLanguage: st.DetectedLanguage, Words: st.Words,
+		DurationSeconds: st.Duration.Seconds(), Chunks: len(st.Chunks), ChunksDone: st.ChunksDone, Revivals: st.Revivals,
+		Links:   links(st.JobID),
+		Timings: timingsView{AcceptedAt: st.AcceptedAt, UpdatedAt: st.UpdatedAt, FinishedAt: st.FinishedAt},
+	}
+	if st.Original != (workflows.Original{}) {
+		v.Original = &originalView{Name: st.Original.Name, MIME: st.Original.MIME, Size: st.Original.Size}
+	}
+	end := st.FinishedAt
+	if end.IsZero() {
+		end = time.Now()
+	}
+	if !st.AcceptedAt.IsZero() {
+		v.Timings.ElapsedSeconds = end.Sub(st.AcceptedAt).Round(time.Millisecond).Seconds()
+	}
+	step := st.State
+	if f := st.Failure; f != nil {
+		step = f.Step
+		v.Attempts = f.Attempts
+		v.Failure = &failureView{Kind: f.Kind, Step: f.Step, Message: f.Message, Attempts: f.Attempts, At: f.At}
+	}
+	if !st.State.Settled() || st.Failure != nil {
+		v.Step = step
+	}
+	v.Progress = progressOf[step]
+	if step == job.Transcribing && len(st.Chunks) > 0 {
+		v.Progress += (progressOf[job.Replying] - progressOf[job.Transcribing]) * float64(st.ChunksDone) / float64(len(st.Chunks))
+	}
+	for _, p := range pending {
+		if p.Attempt > v.Attempts {
+			v.Attempts = p.Attempt
+		}
+		if p.LastError != "" {
+			v.LastError, v.NextAttemptAt = p.LastError, p.NextAttempt
+		}
+	}
+	return v
+}
+
+func (a *API) jobError(id string, err error) *apiError {
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return errNotFound("no job " + id)
+	case errors.Is(err, context.Canceled):
+		return &apiError{status: 499, code: "cancelled", message: "the request was cancelled"}
+	}
+	return errUnavailable(err)
+}
+
+func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	st, pending, err := a.opts.Jobs.Get(r.Context(), id)
+	if err != nil {
+		writeError(w, a.jobError(id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, viewOf(st, pending))
+}
+
+type listBody struct {
+	Jobs          []jobs.Summary `json:"jobs"`
+	NextPageToken string         `json:"next_page_token,omitempty"`
+}
+
+func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state, err := jobs.ParseState(q.Get("state"))
+	if err != nil {
+		writeError(w, errBadRequest("invalid_state", err.Error()))
+		return
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
+			writeError(w, errBadRequest("invalid_limit", "limit must be a number from 1 to 1000"))
+			return
+		}
+	}
+	token, err := base64.RawURLEncoding.DecodeString(q.Get("page_token"))
+	if err != nil {
+		writeError(w, errBadRequest("invalid_page_token", "page_token is not one this server gave"))
+		return
+	}
+	list, next, err := a.opts.Jobs.List(r.Context(), state, limit, token)
+	if err != nil {
+		writeError(w, errUnavailable(err))
+		return
+	}
+	if list == nil {
+		list = []jobs.Summary{}
+	}
+	writeJSON(w, http.StatusOK, listBody{Jobs: list, NextPageToken: base64.RawURLEncoding.EncodeToString(next)})
+}
+
+// transcriptTypes are the media types of the transcript formats.
+var transcriptTypes = map[string]string{
+	"txt":  "text/plain; charset=utf-8",
+	"srt":  "application/x-subrip; charset=utf-8",
+	"vtt":  "text/vtt; charset=utf-8",
+	"json": "application/json",
+}
+
+func (a *API) getTranscript(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		format = "txt"
+	}
+	if _, ok := transcriptTypes[format]; !ok {
+		writeError(w, errBadRequest("invalid_format", fmt.Sprintf("format %q is not one of %s", format, strings.Join(transcript.Formats, ", "))))
+		return
+	}
+	st, _, err := a.opts.Jobs.Get(r.Context(), id)
+	if err != nil {
+		writeError(w, a.jobError(id, err))
+		return
+	}
+	if st.State != job.Done || st.TranscriptKey == "" {
+		writeError(w, &apiError{status: http.StatusConflict, code: "not_ready",
+			message: fmt.Sprintf("job %s is %s; its transcript is there once it is done", id, st.State)})
+		return
+	}
+	doc, err := a.readTranscript(r.Context(), st.TranscriptKey)
+	if err != nil {
+		writeError(w, &apiError{status: http.StatusInternalServerError, code: "storage_error",
+			message: fmt.Sprintf("the transcript of job %s cannot be read from this server's store", id)})
+		a.log.Error("transcript unreadable", "job_id", id, "error", err)
+		return
+	}
+	w.Header().Set("Content-Type", transcriptTypes[format])
+	_ = transcript.Render(w, doc, format)
+}
+
+func (a *API) readTranscript(ctx context.Context, key string) (transcript.Document, error) {
+	rc, err := a.opts.Blobs.Open(ctx, key)
+	if err != nil {
+		return transcript.Document{}, err
+	}
+	defer rc.Close()
+	return transcript.Decode(rc)
+}
+
+type reviveBody struct {
+	ID string `json:"id"`
+	// Was is the state the job left; ResumesAt the step it runs again.
+	Was       job.State         `json:"was"`
+	ResumesAt job.State         `json:"resumes_at"`
+	Links     map[string]string `json:"links"`
+}
+
+func (a *API) reviveJob(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	st, err := a.opts.Jobs.Revive(r.Context(), id)
+	if errors.Is(err, jobs.ErrNotRevivable) {
+		writeError(w, &apiError{status: http.StatusConflict, code: "not_revivable",
+			message: fmt.Sprintf("job %s is %s; only failed or dead jobs can be revived", id, st.State)})
+		return
+	}
+	if err != nil {
+		writeError(w, a.jobError(id, err))
+		return
+	}
+	body := reviveBody{ID: id, Was: st.State, ResumesAt: st.State, Links: links(id)}
+	if st.Failure != nil {
+		body.ResumesAt = st.Failure.Step
+	}
+	writeJSON(w, http.StatusAccepted, body)
+}
+
+type cancelBody struct {
+	ID      string            `json:"id"`
+	Message string            `json:"message"`
+	Links   map[string]string `json:"links"`
+}
+
+func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := a.opts.Jobs.Cancel(r.Context(), id)
+	if errors.Is(err, jobs.ErrClosed) {
+		writeError(w, &apiError{status: http.StatusConflict, code: "closed", message: fmt.Sprintf("job %s has closed; there is nothing to cancel", id)})
+		return
+	}
+	if err != nil {
+		writeError(w, a.jobError(id, err))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, cancelBody{ID: id, Message: "the job is being cancelled; its recording is kept", Links: links(id)})
+}

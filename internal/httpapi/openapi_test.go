@@ -1,0 +1,58 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The OpenAPI document and the router list the same operations.
+func TestOpenAPIDocumentMatchesRouter(t *testing.T) {
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Errorf("openapi = %q; want 3.x", doc.OpenAPI)
+	}
+	var documented []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if method != "parameters" {
+				documented = append(documented, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	served := []string{"GET /healthz", "GET /readyz", "GET /metrics"}
+	for _, rt := range apiRoutes {
+		served = append(served, rt.method+" "+rt.path)
+	}
+	slices.Sort(documented)
+	slices.Sort(served)
+	if !slices.Equal(documented, served) {
+		t.Errorf("documented operations:\n%s\nserved:\n%s", strings.Join(documented, "\n"), strings.Join(served, "\n"))
+	}
+	// Every route is really served: none answers 404 or 405.
+	h := newHarness(t)
+	for _, op := range served {
+		method, path, _ := strings.Cut(op, " ")
+		r := authed(newRequest(method, strings.ReplaceAll(path, "{id}", "x")))
+		if w := h.do(t, r); w.Code == http.StatusNotFound && !strings.Contains(w.Body.String(), "no job") || w.Code == http.StatusMethodNotAllowed {
+			t.Errorf("%s answers %d %s", op, w.Code, w.Body)
+		}
+	}
+	w := h.do(t, newRequest(http.MethodGet, "/v1/openapi.json"))
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/json" || w.Body.Len() != len(openAPIDocument) {
+		t.Errorf("GET /v1/openapi.json = %d %q, %d bytes", w.Code, w.Header().Get("Content-Type"), w.Body.Len())
+	}
+}
+
+func newRequest(method, path string) *http.Request {
+	r, _ := http.NewRequest(method, "http://server"+path, nil)
+	return r
+}
