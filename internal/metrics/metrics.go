@@ -57,5 +57,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"engine"}),
 	}
 	reg.MustRegister(m.ActivityRuns, m.RepliesUndelivered, m.Failures, m.Jobs, m.JobDuration, m.EngineRequestDuration)
+	// An undelivered reply is rare, and a vector shows nothing before its
+	// first increment: start every reason at zero so that rate() and the
+	// dashboard show a flat line rather than "no data".
+	for _, reason := range UndeliveredReasons {
+		m.RepliesUndelivered.WithLabelValues(reason)
+	}
 	return m
 }
+
+// UndeliveredReasons are the reason labels of RepliesUndelivered, the
+// values of the activities.Undelivered* constants.
+var UndeliveredReasons = []string{"intake_not_running", "recipient_missing", "recipient_refused"}

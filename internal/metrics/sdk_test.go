@@ -221,8 +221,9 @@ func TestKnownSeriesRouted(t *testing.T) {
 		name   string
 		report func(h sdkmetrics.MetricsHandler)
 		check  func(t *testing.T, m *Metrics)
-		// families are all that may be gathered: the routed series and the
-		// job duration histogram, which is gathered even when empty.
+		// families are all that may be gathered: the routed series, the
+		// job duration histogram, which is gathered even when empty, and
+		// the undelivered replies, which start at zero.
 		families []string
 	}{
 		{
@@ -239,7 +240,7 @@ func TestKnownSeriesRouted(t *testing.T) {
 					t.Errorf("jobs{telegram,failed} = %v; want 1", got)
 				}
 			},
-			families: []string{JobDurationSecond, JobsTotal},
+			families: []string{JobDurationSecond, JobsTotal, "transcriber_replies_undelivered_total"},
 		},
 		{
 			name: "failures",
@@ -252,7 +253,7 @@ func TestKnownSeriesRouted(t *testing.T) {
 					t.Errorf("failures{engine_rejected} = %v; want 2", got)
 				}
 			},
-			families: []string{FailuresTotal, JobDurationSecond},
+			families: []string{FailuresTotal, JobDurationSecond, "transcriber_replies_undelivered_total"},
 		},
 		{
 			name: "job duration",
@@ -265,7 +266,7 @@ func TestKnownSeriesRouted(t *testing.T) {
 					t.Errorf("job duration series = %d; want 1", got)
 				}
 			},
-			families: []string{JobDurationSecond},
+			families: []string{JobDurationSecond, "transcriber_replies_undelivered_total"},
 		},
 	}
 	for _, tc := range tests {
