@@ -1,6 +1,17 @@
 // Package blob stores the bytes of a job — the original recording, the
 // converted audio, transcripts and raw engine responses — under string keys,
 // so that workflows and activities exchange keys and never the bytes.
+//
+// Two stores implement Store: Local keeps files in a directory of this
+// machine, S3 keeps objects in a bucket of any S3-compatible service, so
+// that workers on several machines share one store. OpenStore picks one
+// from a location such as "/var/lib/transcriber/blobs" or
+// "s3://bucket/prefix".
+//
+// The S3 store speaks through aws-sdk-go-v2 rather than minio-go: the
+// embedded Temporal server already links the SDK's S3 client for its
+// archiver, so it costs the binary nothing, and it is the reference client
+// of the protocol that S3-compatible services are tested against.
 package blob
 
 import (
@@ -41,6 +52,30 @@ func safeSegment(s string) string {
 	return hashPrefix + hex.EncodeToString(sum[:16])
 }
 
+// Store keeps bytes under keys. A key is valid when ValidKey says so; every
+// method refuses other keys before touching storage.
+type Store interface {
+	// Put stores everything r yields under key, replacing what was there,
+	// and returns the number of bytes stored. The object appears whole or
+	// not at all: a failed or cancelled Put leaves the previous object, or
+	// none, and returns 0.
+	Put(ctx context.Context, key string, r io.Reader) (int64, error)
+	// Open streams the object at key; a key that holds nothing gives an
+	// error that wraps ErrNotFound.
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	// Size is the length of the object at key, or an error wrapping
+	// ErrNotFound.
+	Size(ctx context.Context, key string) (int64, error)
+	// String names where the store keeps its objects, for messages; it
+	// never holds credentials.
+	String() string
+}
+
+var (
+	_ Store = (*Local)(nil)
+	_ Store = (*S3)(nil)
+)
+
 // ValidKey reports whether key is a relative slash-separated path without
 // empty, "." or ".." segments.
 func ValidKey(key string) bool {
@@ -74,6 +109,9 @@ func NewLocal(dir string) (*Local, error) {
 
 // Root is the directory the store writes to.
 func (s *Local) Root() string { return s.root }
+
+// String is the directory the store writes to.
+func (s *Local) String() string { return s.root }
 
 // Path returns the file that holds key. Tools such as ffmpeg read it in
 // place instead of from a copy.

@@ -225,10 +225,14 @@ func (r *cancellingReader) Read(b []byte) (int, error) {
 	if r.n <= -1<<20 {
 		return 0, io.EOF
 	}
+	// Reads stop at the n-th byte, so a store reading in large parts still
+	// sees the cancellation before the end.
+	limit := r.n
 	if r.n <= 0 {
 		r.cancel()
+		limit += 1 << 20
 	}
-	k := min(len(b), r.n+1<<20)
+	k := min(len(b), limit)
 	r.n -= k
 	return k, nil
 }
