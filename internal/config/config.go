@@ -21,6 +21,7 @@ type Config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	DataDir           string
+	BlobURL           string
 	Engine            string
 	RetrySchedule     []time.Duration
 	MaxAttempts       int
@@ -58,6 +59,8 @@ var settings = []setting{
 		func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
 	{"TRANSCRIBER_DATA_DIR", "data-dir", "./data", "directory for the embedded server's database (temporal.db) and the stored recordings",
 		func(c *Config, v string) error { c.DataDir = v; return nil }},
+	{"TRANSCRIBER_BLOB_URL", "blob-url", "", "where recordings and transcripts are kept: a directory, file:///path or s3://bucket/prefix (with the AWS_* variables); unset is blobs under the data directory",
+		func(c *Config, v string) error { c.BlobURL = strings.TrimSpace(v); return nil }},
 	{"TRANSCRIBER_ENGINE", "engine", "local", "speech engine: local (offline pocketsphinx), openai (any OpenAI-compatible server) or assemblyai",
 		func(c *Config, v string) error { c.Engine = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{"TRANSCRIBER_RETRY_SCHEDULE", "retry-schedule", "30s,2m,10m,30m", "waits between attempts of a failing step, comma-separated; the last repeats",
