@@ -34,6 +34,8 @@ type localPather interface {
 type AudioTools interface {
 	Probe(ctx context.Context, path string) (audio.Info, error)
 	Convert(ctx context.Context, in, out string, f audio.Format, progress func(time.Duration)) (time.Duration, error)
+	Silences(ctx context.Context, path string) ([]audio.Silence, error)
+	Cut(ctx context.Context, in, out string, span audio.Span, f audio.Format) error
 }
 
 // Recognizer is one speech engine.
@@ -63,6 +65,9 @@ type Activities struct {
 	WorkDir string
 	// MaxDuration is the longest recording accepted.
 	MaxDuration time.Duration
+	// ChunkDuration, when positive, splits longer recordings into chunks
+	// recognised in parallel, even where the engine would take them whole.
+	ChunkDuration time.Duration
 	// PollInterval is how long the workflow waits between checks of a
 	// running engine operation, per engine; engines without an entry use
 	// DefaultPollInterval.

@@ -10,7 +10,9 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/transcriber/transcriber/internal/audio"
 	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/engine"
 	"github.com/transcriber/transcriber/internal/job"
 )
 
@@ -25,6 +27,17 @@ type ConvertInput struct {
 type ConvertOutput struct {
 	AudioKey string        `json:"audio_key"`
 	Duration time.Duration `json:"duration"`
+	// Chunks are the audio cut into pieces that fit the engine's limits, in
+	// order; empty when the whole recording fits.
+	Chunks []Chunk `json:"chunks,omitempty"`
+}
+
+// Chunk is one piece of a recording too long or too large for one request.
+type Chunk struct {
+	AudioKey string        `json:"audio_key"`
+	Offset   time.Duration `json:"offset"`
+	Duration time.Duration `json:"duration"`
+	Size     int64         `json:"size"`
 }
 
 // Convert probes the original and rewrites it in the format the engine
@@ -75,7 +88,130 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 	if err := a.putFile(ctx, key, dst); err != nil {
 		return ConvertOutput{}, err
 	}
-	return ConvertOutput{AudioKey: key, Duration: duration}, nil
+	chunks, err := a.split(ctx, rec, dst, duration, work)
+	if err != nil {
+		return ConvertOutput{}, err
+	}
+	return ConvertOutput{AudioKey: key, Duration: duration, Chunks: chunks}, nil
+}
+
+// limiter is implemented by engines that refuse audio above a size or a
+// length per request.
+type limiter interface {
+	Limits() engine.Limits
+}
+
+// minChunk is the shortest chunk worth a request; limits that would need
+// shorter ones are a configuration mistake, not a recording to cut to bits.
+const minChunk = 5 * time.Second
+
+// sizeMargin keeps planned chunks under a byte limit: the bytes per second
+// of compressed audio vary with what is said.
+const sizeMargin = 0.9
+
+// split cuts the converted audio into chunks when it exceeds the engine's
+// limits or the configured chunk length, cutting inside pauses. A chunk
+// that still comes out over the byte limit is planned again, shorter.
+func (a *Activities) split(ctx context.Context, rec Recognizer, path string, duration time.Duration, work string) ([]Chunk, error) {
+	var lim engine.Limits
+	if l, ok := rec.(limiter); ok {
+		lim = l.Limits()
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("converted audio: %w", err)
+	}
+	maxLen := lim.MaxDuration
+	if a.ChunkDuration > 0 && (maxLen <= 0 || a.ChunkDuration < maxLen) {
+		maxLen = a.ChunkDuration
+	}
+	if lim.MaxBytes > 0 && st.Size() > lim.MaxBytes {
+		maxLen = shorter(maxLen, fitBytes(duration, st.Size(), lim.MaxBytes))
+	}
+	if maxLen <= 0 || duration <= maxLen {
+		return nil, nil
+	}
+	if maxLen < minChunk {
+		return nil, verdict(job.EngineRejected, fmt.Sprintf(
+			"the engine takes at most %s or %d bytes per request, which would cut the recording into pieces shorter than %s",
+			lim.MaxDuration, lim.MaxBytes, minChunk))
+	}
+	silences, err := a.Audio.Silences(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	f := rec.Format()
+	pending := audio.Plan(duration, maxLen, silences)
+	var chunks []Chunk
+	for len(pending) > 0 {
+		span := pending[0]
+		pending = pending[1:]
+		out := filepath.Join(work, fmt.Sprintf("chunk-%d%s", len(chunks), f.Ext))
+		if err := a.Audio.Cut(ctx, path, out, span, f); err != nil {
+			return nil, err
+		}
+		st, err := os.Stat(out)
+		if err != nil {
+			return nil, fmt.Errorf("chunk: %w", err)
+		}
+		if lim.MaxBytes > 0 && st.Size() > lim.MaxBytes {
+			again := fitBytes(span.Duration, st.Size(), lim.MaxBytes)
+			if again < minChunk {
+				return nil, verdict(job.EngineRejected, fmt.Sprintf(
+					"a chunk of %s is %d bytes; the engine takes at most %d per request", span.Duration, st.Size(), lim.MaxBytes))
+			}
+			pending = append(shift(audio.Plan(span.Duration, again, within(silences, span)), span.Offset), pending...)
+			continue
+		}
+		chunk := Chunk{
+			AudioKey: attemptKey(ctx, fmt.Sprintf("chunk-%04d%s", len(chunks), f.Ext)),
+			Offset:   span.Offset, Duration: span.Duration, Size: st.Size(),
+		}
+		if err := a.putFile(ctx, chunk.AudioKey, out); err != nil {
+			return nil, err
+		}
+		_ = os.Remove(out)
+		chunks = append(chunks, chunk)
+		activity.RecordHeartbeat(ctx, span.Offset+span.Duration)
+	}
+	return chunks, nil
+}
+
+// fitBytes is the length of audio that fits in limit bytes, at the rate of
+// a piece that lasts d and takes size bytes.
+func fitBytes(d time.Duration, size, limit int64) time.Duration {
+	return time.Duration(float64(d) * float64(limit) / float64(size) * sizeMargin)
+}
+
+func shorter(a, b time.Duration) time.Duration {
+	if a <= 0 || b < a {
+		return b
+	}
+	return a
+}
+
+// within returns the pauses inside span, relative to its start.
+func within(silences []audio.Silence, span audio.Span) []audio.Silence {
+	var out []audio.Silence
+	end := span.Offset + span.Duration
+	for _, s := range silences {
+		if s.Start < span.Offset || s.Start >= end {
+			continue
+		}
+		e := s.End
+		if e < 0 || e > end {
+			e = end
+		}
+		out = append(out, audio.Silence{Start: s.Start - span.Offset, End: e - span.Offset})
+	}
+	return out
+}
+
+func shift(spans []audio.Span, by time.Duration) []audio.Span {
+	for i := range spans {
+		spans[i].Offset += by
+	}
+	return spans
 }
 
 func (a *Activities) recognizer(name string) (Recognizer, error) {

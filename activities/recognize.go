@@ -19,7 +19,11 @@ type RecognizeInput struct {
 	AudioKey string        `json:"audio_key"`
 	Engine   string        `json:"engine"`
 	Language string        `json:"language,omitempty"`
+	Prompt   string        `json:"prompt,omitempty"`
 	Duration time.Duration `json:"duration"`
+	// Chunk is set when the audio is one chunk of a longer recording: a
+	// chunk without speech is then an empty part, not a verdict on the job.
+	Chunk bool `json:"chunk,omitempty"`
 }
 
 // CheckInput names an engine operation that is still running.
@@ -28,6 +32,7 @@ type CheckInput struct {
 	Engine      string        `json:"engine"`
 	OperationID string        `json:"operation_id"`
 	Duration    time.Duration `json:"duration"`
+	Chunk       bool          `json:"chunk,omitempty"`
 }
 
 // Recognition is the answer of a submit or a check: a stored transcript, or
@@ -41,6 +46,16 @@ type Recognition struct {
 	Words         int    `json:"words,omitempty"`
 	// PollAfter is the engine's fixed interval between checks.
 	PollAfter time.Duration `json:"poll_after,omitempty"`
+	// FirstCheckAfter, when set, is the wait before the first check of a
+	// new operation: engines that take a known share of the audio's length
+	// are not asked before they can be done.
+	FirstCheckAfter time.Duration `json:"first_check_after,omitempty"`
+}
+
+// firstChecker is implemented by engines whose operations take a
+// predictable time, to wait that long before the first check.
+type firstChecker interface {
+	FirstCheck(audio time.Duration) time.Duration
 }
 
 // heartbeatEvery keeps the lease of a long engine call; it must stay well
@@ -71,12 +86,16 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	stop := heartbeat(ctx, heartbeatEvery)
 	defer stop()
 	start := time.Now()
-	sub, err := rec.Submit(ctx, engine.Request{AudioPath: path, Language: in.Language, Duration: in.Duration})
+	sub, err := rec.Submit(ctx, engine.Request{AudioPath: path, Language: in.Language, Prompt: in.Prompt, Duration: in.Duration})
 	a.observe(in.Engine, start)
 	if err != nil {
 		return Recognition{}, err
 	}
-	return a.settle(ctx, in.Engine, in.Duration, sub)
+	out, err := a.settle(ctx, in.Engine, in.Duration, sub, in.Chunk)
+	if fc, ok := rec.(firstChecker); ok && err == nil && !out.Done {
+		out.FirstCheckAfter = fc.FirstCheck(in.Duration)
+	}
+	return out, err
 }
 
 // CheckRecognition asks the engine about a running operation. "Still
@@ -100,7 +119,7 @@ func (a *Activities) check(ctx context.Context, in CheckInput) (Recognition, err
 	if !sub.Done() && sub.OperationID == "" {
 		sub.OperationID = in.OperationID
 	}
-	return a.settle(ctx, in.Engine, in.Duration, sub)
+	return a.settle(ctx, in.Engine, in.Duration, sub, in.Chunk)
 }
 
 func (a *Activities) observe(engineName string, start time.Time) {
@@ -110,7 +129,7 @@ func (a *Activities) observe(engineName string, start time.Time) {
 }
 
 // settle stores a finished result, or describes the operation to check.
-func (a *Activities) settle(ctx context.Context, engineName string, duration time.Duration, sub engine.Submission) (Recognition, error) {
+func (a *Activities) settle(ctx context.Context, engineName string, duration time.Duration, sub engine.Submission, chunk bool) (Recognition, error) {
 	if !sub.Done() {
 		if sub.OperationID == "" {
 			return Recognition{}, &engine.Error{Kind: engine.Unavailable, Message: "the engine returned neither a result nor an operation"}
@@ -129,18 +148,67 @@ func (a *Activities) settle(ctx context.Context, engineName string, duration tim
 		return Recognition{}, fmt.Errorf("store raw response: %w", err)
 	}
 	doc := transcript.FromResult(engineName, duration, res)
-	if doc.Text == "" {
+	if doc.Text == "" && !chunk {
 		return Recognition{}, verdict(job.NoSpeech, "no speech was recognised in the recording")
 	}
+	key, err := a.storeTranscript(ctx, doc)
+	if err != nil {
+		return Recognition{}, err
+	}
+	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.Words()}, nil
+}
+
+func (a *Activities) storeTranscript(ctx context.Context, doc transcript.Document) (string, error) {
 	body, err := json.Marshal(doc)
 	if err != nil {
-		return Recognition{}, fmt.Errorf("encode transcript: %w", err)
+		return "", fmt.Errorf("encode transcript: %w", err)
 	}
 	key := attemptKey(ctx, "transcript.json")
 	if _, err := a.Blobs.Put(ctx, key, bytes.NewReader(body)); err != nil {
-		return Recognition{}, fmt.Errorf("store transcript: %w", err)
+		return "", fmt.Errorf("store transcript: %w", err)
 	}
-	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.Words()}, nil
+	return key, nil
+}
+
+// MergeInput names the transcripts of a recording's chunks, in order.
+type MergeInput struct {
+	Call
+	Engine   string        `json:"engine"`
+	Duration time.Duration `json:"duration"`
+	Parts    []MergePart   `json:"parts"`
+}
+
+// MergePart is one chunk's transcript and where the chunk starts.
+type MergePart struct {
+	TranscriptKey string        `json:"transcript_key"`
+	Offset        time.Duration `json:"offset"`
+}
+
+// MergeTranscripts joins the chunks' transcripts into the recording's, with
+// every timing moved by its chunk's offset.
+func (a *Activities) MergeTranscripts(ctx context.Context, in MergeInput) (Recognition, error) {
+	out, err := a.merge(ctx, in)
+	return out, classify(ctx, in.Call, err)
+}
+
+func (a *Activities) merge(ctx context.Context, in MergeInput) (Recognition, error) {
+	parts := make([]transcript.Part, 0, len(in.Parts))
+	for _, p := range in.Parts {
+		doc, err := a.readTranscript(ctx, p.TranscriptKey)
+		if err != nil {
+			return Recognition{}, err
+		}
+		parts = append(parts, transcript.Part{Offset: p.Offset, Doc: doc})
+	}
+	doc := transcript.Merge(in.Engine, in.Duration, parts)
+	if doc.Text == "" {
+		return Recognition{}, verdict(job.NoSpeech, "no speech was recognised in the recording")
+	}
+	key, err := a.storeTranscript(ctx, doc)
+	if err != nil {
+		return Recognition{}, err
+	}
+	return Recognition{Done: true, TranscriptKey: key, Language: doc.Language, Words: doc.Words()}, nil
 }
 
 func rawExt(contentType string) string {

@@ -9,6 +9,12 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
+// EngineTaskQueue is where the steps that call an engine wait: a worker
+// serves it only when it has the engine, and takes no more of its steps at
+// once than the engine's concurrency, so the limit holds however many jobs
+// run.
+func EngineTaskQueue(engine string) string { return TaskQueue + "-engine-" + engine }
+
 // Names that workers, intakes, operators and the Temporal Web UI share.
 // Changing one breaks running jobs and operators' habits: add, never rename.
 const (
@@ -54,15 +60,26 @@ func TelegramJobID(chatID int64, messageID int) string {
 // HTTPJobID is the job of one idempotency key (or content hash) of the API.
 func HTTPJobID(key string) string { return "http-" + key }
 
+// HTTPContentJobID names an HTTP job sent without an idempotency key by
+// what determines its result, as CLIJobID does: sending the same recording
+// again finds its job.
+func HTTPContentJobID(contentSHA256 []byte, engine, language string) string {
+	return HTTPJobID(resultDigest(contentSHA256, engine, language))
+}
+
 // CLIJobID names a command-line job by what determines its result: the
 // recording's bytes, the engine and the language. Submitting the same file
 // again while it runs attaches to the running job instead of doubling work.
 func CLIJobID(contentSHA256 []byte, engine, language string) string {
+	return "cli-" + resultDigest(contentSHA256, engine, language)
+}
+
+func resultDigest(contentSHA256 []byte, engine, language string) string {
 	h := sha256.New()
 	h.Write(contentSHA256)
 	h.Write([]byte{0})
 	h.Write([]byte(engine))
 	h.Write([]byte{0})
 	h.Write([]byte(language))
-	return "cli-" + hex.EncodeToString(h.Sum(nil)[:12])
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }

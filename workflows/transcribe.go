@@ -52,6 +52,12 @@ const (
 	// audio's duration.
 	operationBase     = 30 * time.Minute
 	operationPerAudio = 4
+	// mergeTimeout bounds joining the chunks' transcripts, a few reads and
+	// one write of text.
+	mergeTimeout = 5 * time.Minute
+	// maxChunksInFlight bounds the engine steps one job has scheduled at
+	// once; the engine's workers bound how many of them run.
+	maxChunksInFlight = 100
 	// historyLimit starts a new run before the event history of a long wait
 	// grows large; Temporal also suggests continue-as-new on its own limits.
 	historyLimit = 2000
@@ -94,6 +100,9 @@ func TranscribeRecording(ctx workflow.Context, in Input) (Result, error) {
 			return j.cancelled(ctx)
 		}
 		f, dead := j.failure(ctx, err)
+		if dead && j.fallBack(ctx, f) {
+			continue
+		}
 		if revived := j.park(ctx, f, dead); !revived {
 			if ctx.Err() != nil {
 				return j.cancelled(ctx)
@@ -111,11 +120,17 @@ type jobState struct {
 	// arrive at other times are ignored.
 	parked  bool
 	revived bool
+	// stopping tells the chunks being recognised to stop at their next
+	// check, for continue-as-new.
+	stopping bool
+	// failedChunk is the index of the chunk whose failure stopped the
+	// recognition, -1 when none did.
+	failedChunk int
 }
 
 func newJob(ctx workflow.Context, in Input) *jobState {
 	if in.Resume != nil {
-		return &jobState{s: *in.Resume}
+		return &jobState{s: *in.Resume, failedChunk: -1}
 	}
 	info := workflow.GetInfo(ctx)
 	now := workflow.Now(ctx)
@@ -133,18 +148,22 @@ func newJob(ctx workflow.Context, in Input) *jobState {
 	if p.ParkFor <= 0 {
 		p.ParkFor = DefaultParkFor
 	}
-	return &jobState{s: Status{
+	return &jobState{failedChunk: -1, s: Status{
 		JobID:      info.WorkflowExecution.ID,
 		State:      job.Accepted,
 		Source:     in.Source,
 		Engine:     in.Engine,
+		Fallback:   in.Fallback,
 		Language:   in.Language,
+		Prompt:     in.Prompt,
 		Title:      in.Title,
 		Original:   in.Original,
 		Recipient:  in.Recipient,
 		Policy:     p,
 		AcceptedAt: accepted,
 		UpdatedAt:  now,
+
+		CallbackURL: in.CallbackURL,
 	}}
 }
 
@@ -239,12 +258,20 @@ func (j *jobState) run(ctx workflow.Context) error {
 			return err
 		}
 		j.s.AudioKey, j.s.Duration = out.AudioKey, out.Duration
+		j.s.Chunks, j.s.ChunksDone = nil, 0
+		for _, c := range out.Chunks {
+			j.s.Chunks = append(j.s.Chunks, Chunk{Piece: Piece{AudioKey: c.AudioKey, Duration: c.Duration}, Offset: c.Offset})
+		}
 	}
 	if j.s.TranscriptKey == "" {
 		if err := j.enter(ctx, job.Transcribing); err != nil {
 			return err
 		}
-		if err := j.recognize(ctx); err != nil {
+		recognize := j.recognizeWhole
+		if len(j.s.Chunks) > 0 {
+			recognize = j.recognizeChunks
+		}
+		if err := recognize(ctx); err != nil {
 			return err
 		}
 	}
@@ -260,59 +287,137 @@ func (j *jobState) run(ctx workflow.Context) error {
 	return nil
 }
 
-// recognize submits the audio, then checks a running operation on the
-// engine's fixed interval until it finishes or its deadline passes. Checks
-// that find the operation still running are successes and spend no attempt.
-func (j *jobState) recognize(ctx workflow.Context) error {
-	if j.s.OperationID == "" {
-		timeout := recognizeBase + recognizePerAudio*j.s.Duration
+// recognizeWhole recognises the recording in one piece.
+func (j *jobState) recognizeWhole(ctx workflow.Context) error {
+	return j.recognize(ctx, &j.s.Piece, false)
+}
+
+// recognize submits a piece of audio, then checks a running operation on
+// the engine's fixed interval until it finishes or its deadline passes.
+// Checks that find the operation still running are successes and spend no
+// attempt. The engine's steps run on its own task queue, whose workers take
+// no more of them at once than the engine's concurrency allows.
+func (j *jobState) recognize(ctx workflow.Context, p *Piece, chunk bool) error {
+	ctx = workflow.WithTaskQueue(ctx, EngineTaskQueue(j.s.Engine))
+	if p.OperationID == "" {
+		timeout := recognizeBase + recognizePerAudio*p.Duration
 		var rec activities.Recognition
 		err := workflow.ExecuteActivity(j.stepOptions(ctx, timeout, heartbeatTimeout), a.Recognize, activities.RecognizeInput{
-			Call: j.call(), AudioKey: j.s.AudioKey, Engine: j.s.Engine, Language: j.s.Language, Duration: j.s.Duration,
+			Call: j.call(), AudioKey: p.AudioKey, Engine: j.s.Engine, Language: j.s.Language, Prompt: j.s.Prompt,
+			Duration: p.Duration, Chunk: chunk,
 		}).Get(ctx, &rec)
 		if err != nil {
 			return err
 		}
 		if rec.Done {
-			j.recognized(rec)
+			p.recognized(rec)
 			return nil
 		}
-		j.s.OperationID = rec.OperationID
-		j.s.OperationDeadline = workflow.Now(ctx).Add(operationBase + operationPerAudio*j.s.Duration)
-		j.s.PollInterval = rec.PollAfter
+		p.OperationID = rec.OperationID
+		p.OperationDeadline = workflow.Now(ctx).Add(operationBase + operationPerAudio*p.Duration)
+		p.PollInterval, p.FirstCheckAfter = rec.PollAfter, rec.FirstCheckAfter
 	}
 	for {
-		if !workflow.Now(ctx).Before(j.s.OperationDeadline) {
+		if !workflow.Now(ctx).Before(p.OperationDeadline) {
 			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("the engine did not finish the operation by its deadline %s", j.s.OperationDeadline.Format(time.RFC3339)),
+				fmt.Sprintf("the engine did not finish the operation by its deadline %s", p.OperationDeadline.Format(time.RFC3339)),
 				string(job.Timeout), nil)
 		}
 		info := workflow.GetInfo(ctx)
-		if info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > historyLimit {
+		if j.stopping || info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > historyLimit {
 			return errContinueAsNew
 		}
-		wait := min(j.s.PollInterval, j.s.OperationDeadline.Sub(workflow.Now(ctx)))
-		if err := workflow.Sleep(ctx, wait); err != nil {
+		wait := p.PollInterval
+		if p.FirstCheckAfter > 0 {
+			wait = p.FirstCheckAfter
+		}
+		if err := workflow.Sleep(ctx, min(wait, p.OperationDeadline.Sub(workflow.Now(ctx)))); err != nil {
 			return err
 		}
+		p.FirstCheckAfter = 0
 		var rec activities.Recognition
 		err := workflow.ExecuteActivity(j.stepOptions(ctx, checkTimeout, 0), a.CheckRecognition, activities.CheckInput{
-			Call: j.call(), Engine: j.s.Engine, OperationID: j.s.OperationID, Duration: j.s.Duration,
+			Call: j.call(), Engine: j.s.Engine, OperationID: p.OperationID, Duration: p.Duration, Chunk: chunk,
 		}).Get(ctx, &rec)
 		if err != nil {
 			return err
 		}
 		if rec.Done {
-			j.recognized(rec)
+			p.recognized(rec)
 			return nil
 		}
 	}
 }
 
-func (j *jobState) recognized(rec activities.Recognition) {
-	j.s.TranscriptKey, j.s.RawKey = rec.TranscriptKey, rec.RawKey
-	j.s.DetectedLanguage, j.s.Words = rec.Language, rec.Words
-	j.s.OperationID, j.s.OperationDeadline = "", time.Time{}
+func (p *Piece) recognized(rec activities.Recognition) {
+	p.TranscriptKey, p.RawKey = rec.TranscriptKey, rec.RawKey
+	p.DetectedLanguage, p.Words = rec.Language, rec.Words
+	p.OperationID, p.OperationDeadline = "", time.Time{}
+}
+
+// recognizeChunks recognises the chunks of a split recording in parallel,
+// each with its own retries, then merges their transcripts. After a chunk
+// fails no new chunk starts; those in flight finish and keep their results,
+// so a revived job recognises only the chunks still missing.
+func (j *jobState) recognizeChunks(ctx workflow.Context) error {
+	var (
+		failed   error
+		inFlight int
+		wg       = workflow.NewWaitGroup(ctx)
+	)
+	j.failedChunk = -1
+	for i := range j.s.Chunks {
+		c := &j.s.Chunks[i]
+		if c.TranscriptKey != "" {
+			continue
+		}
+		if err := workflow.Await(ctx, func() bool {
+			return inFlight < maxChunksInFlight || failed != nil || j.stopping
+		}); err != nil {
+			break
+		}
+		if failed != nil || j.stopping {
+			break
+		}
+		inFlight++
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			err := j.recognize(ctx, &c.Piece, true)
+			inFlight--
+			switch {
+			case err == nil:
+				j.s.ChunksDone++
+				j.s.UpdatedAt = workflow.Now(ctx)
+			case errors.Is(err, errContinueAsNew):
+				j.stopping = true
+			case failed == nil:
+				failed, j.failedChunk = err, i
+			}
+		})
+	}
+	wg.Wait(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case failed != nil:
+		return failed
+	case j.stopping:
+		return errContinueAsNew
+	}
+	parts := make([]activities.MergePart, len(j.s.Chunks))
+	for i, c := range j.s.Chunks {
+		parts[i] = activities.MergePart{TranscriptKey: c.TranscriptKey, Offset: c.Offset}
+	}
+	var rec activities.Recognition
+	err := workflow.ExecuteActivity(j.stepOptions(ctx, mergeTimeout, 0), a.MergeTranscripts, activities.MergeInput{
+		Call: j.call(), Engine: j.s.Engine, Duration: j.s.Duration, Parts: parts,
+	}).Get(ctx, &rec)
+	if err != nil {
+		return err
+	}
+	j.s.recognized(rec)
+	return nil
 }
 
 // replyOnlyWhenExpected marks the change that stopped scheduling a reply
@@ -448,7 +553,28 @@ func (j *jobState) failure(ctx workflow.Context, err error) (job.Failure, bool) 
 	if dead && errors.As(err, &actErr) && actErr.RetryState() != enumspb.RETRY_STATE_TIMEOUT {
 		f.Attempts = j.s.Policy.MaxAttempts
 	}
+	if j.failedChunk >= 0 {
+		f.Message = fmt.Sprintf("chunk %d of %d: %s", j.failedChunk+1, len(j.s.Chunks), f.Message)
+		j.failedChunk = -1
+	}
 	return f, dead
+}
+
+// fallBack hands a job whose engine gave up on recognising it to the
+// fallback engine, once. The fallback starts from the original, since it
+// may want the audio in another format or cut otherwise; the primary's
+// failure is counted and logged, and the job names the engine that gave up.
+func (j *jobState) fallBack(ctx workflow.Context, f job.Failure) bool {
+	fb := j.s.Fallback
+	if f.Step != job.Transcribing || fb == "" || fb == j.s.Engine || j.s.FallbackFrom != "" {
+		return false
+	}
+	workflow.GetLogger(ctx).Warn("engine gave up; the fallback engine takes the job",
+		"job_id", j.s.JobID, "engine", j.s.Engine, "fallback", fb, "kind", string(f.Kind))
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"kind": string(f.Kind)}).Counter(metrics.FailuresTotal).Inc(1)
+	j.s.FallbackFrom, j.s.Engine = j.s.Engine, fb
+	j.s.Piece, j.s.Chunks, j.s.ChunksDone = Piece{}, nil, 0
+	return true
 }
 
 func timeoutName(t enumspb.TimeoutType) string {
@@ -481,6 +607,7 @@ func (j *jobState) park(ctx workflow.Context, f job.Failure, dead bool) bool {
 	if err := j.reply(ctx, state, &f); err != nil && ctx.Err() == nil {
 		logger.Warn("failure notice not delivered", "job_id", j.s.JobID, "error", err)
 	}
+	j.notify(ctx, state)
 	j.parked, j.revived = true, false
 	ok, err := workflow.AwaitWithTimeout(ctx, j.s.Policy.ParkFor, func() bool { return j.revived })
 	j.parked = false
@@ -502,6 +629,7 @@ func (j *jobState) finish(ctx workflow.Context, state job.State, f *job.Failure)
 		workflow.GetLogger(ctx).Error("publish state failed", "job_id", j.s.JobID, "error", err)
 	}
 	j.count(ctx, state, f)
+	j.notify(ctx, state)
 }
 
 // count reports an outcome. The SDK's metrics handler skips replays, so a

@@ -8,16 +8,24 @@ import (
 
 // Input starts one job.
 type Input struct {
-	Source    job.Source     `json:"source"`
-	Original  Original       `json:"original"`
-	Engine    string         `json:"engine"`
-	Language  string         `json:"language,omitempty"`
+	Source   job.Source `json:"source"`
+	Original Original   `json:"original"`
+	Engine   string     `json:"engine"`
+	// Fallback is the engine that takes the job when Engine gives up on it
+	// (the recognition step went dead); empty for none.
+	Fallback string `json:"fallback,omitempty"`
+	Language string `json:"language,omitempty"`
+	// Prompt guides the engines that take one (names, terms, style).
+	Prompt    string         `json:"prompt,omitempty"`
 	Title     string         `json:"title,omitempty"`
 	Recipient *job.Recipient `json:"recipient,omitempty"`
 	Policy    Policy         `json:"policy"`
 	// AcceptedAt is when the intake took the recording, for the job's
 	// duration metric; zero means when the workflow started.
 	AcceptedAt time.Time `json:"accepted_at,omitzero"`
+	// CallbackURL, when set, is told of the job's outcome by a signed
+	// webhook once it is done, failed or dead.
+	CallbackURL string `json:"callback_url,omitempty"`
 	// Resume carries the job's state across continue-as-new; nil when a job
 	// starts.
 	Resume *Status `json:"resume,omitempty"`
@@ -71,23 +79,25 @@ type Status struct {
 	State  job.State  `json:"state"`
 	Source job.Source `json:"source"`
 	Engine string     `json:"engine"`
-	// Language is the owner's choice; DetectedLanguage what the engine heard.
-	Language         string        `json:"language,omitempty"`
-	DetectedLanguage string        `json:"detected_language,omitempty"`
-	Title            string        `json:"title,omitempty"`
-	Note             string        `json:"note,omitempty"`
-	Original         Original      `json:"original"`
-	AudioKey         string        `json:"audio_key,omitempty"`
-	Duration         time.Duration `json:"duration,omitempty"`
-	OperationID      string        `json:"operation_id,omitempty"`
-	// PollInterval is the engine's fixed wait between checks.
-	PollInterval time.Duration `json:"poll_interval,omitempty"`
-	// OperationDeadline ends the wait for an engine operation.
-	OperationDeadline time.Time `json:"operation_deadline,omitzero"`
-	TranscriptKey     string    `json:"transcript_key,omitempty"`
-	RawKey            string    `json:"raw_key,omitempty"`
-	Words             int       `json:"words,omitempty"`
-	Replied           bool      `json:"replied,omitempty"`
+	// Language is the owner's choice; Piece.DetectedLanguage what the
+	// engine heard.
+	Language string   `json:"language,omitempty"`
+	Prompt   string   `json:"prompt,omitempty"`
+	Title    string   `json:"title,omitempty"`
+	Note     string   `json:"note,omitempty"`
+	Original Original `json:"original"`
+	// Piece is the whole recording on its way through the engine; when it
+	// is split, its transcript is the merge of the chunks'.
+	Piece
+	// Chunks are the pieces of a recording too long or too large for one
+	// request, in order; ChunksDone of them are recognised.
+	Chunks     []Chunk `json:"chunks,omitempty"`
+	ChunksDone int     `json:"chunks_done,omitempty"`
+	// Fallback is the engine that takes over when Engine gives up;
+	// FallbackFrom is set once it did, to the engine that gave up.
+	Fallback     string `json:"fallback,omitempty"`
+	FallbackFrom string `json:"fallback_from,omitempty"`
+	Replied      bool   `json:"replied,omitempty"`
 	// Acknowledged is set once the sender was told of the acceptance.
 	Acknowledged bool         `json:"acknowledged,omitempty"`
 	Failure      *job.Failure `json:"failure,omitempty"`
@@ -96,9 +106,36 @@ type Status struct {
 	AcceptedAt time.Time `json:"accepted_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// CallbackURL receives the job's outcome (see Input.CallbackURL).
+	CallbackURL string `json:"callback_url,omitempty"`
 	// Recipient and Policy travel with the job across continue-as-new.
 	Recipient *job.Recipient `json:"recipient,omitempty"`
 	Policy    Policy         `json:"policy"`
+}
+
+// Piece is audio on its way through an engine, the whole recording or one
+// chunk of it, with the recognition's progress so far. The progress is part
+// of the job's state so that it survives continue-as-new.
+type Piece struct {
+	AudioKey    string        `json:"audio_key,omitempty"`
+	Duration    time.Duration `json:"duration,omitempty"`
+	OperationID string        `json:"operation_id,omitempty"`
+	// PollInterval is the engine's fixed wait between checks;
+	// FirstCheckAfter, when set, the wait before the first one.
+	PollInterval    time.Duration `json:"poll_interval,omitempty"`
+	FirstCheckAfter time.Duration `json:"first_check_after,omitempty"`
+	// OperationDeadline ends the wait for an engine operation.
+	OperationDeadline time.Time `json:"operation_deadline,omitzero"`
+	TranscriptKey     string    `json:"transcript_key,omitempty"`
+	RawKey            string    `json:"raw_key,omitempty"`
+	DetectedLanguage  string    `json:"detected_language,omitempty"`
+	Words             int       `json:"words,omitempty"`
+}
+
+// Chunk is one piece of a split recording and where it starts in it.
+type Chunk struct {
+	Piece
+	Offset time.Duration `json:"offset"`
 }
 
 // Result is what a closed job returns.

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +31,7 @@ import (
 	"github.com/transcriber/transcriber/internal/engine/assemblyai"
 	"github.com/transcriber/transcriber/internal/engine/local"
 	"github.com/transcriber/transcriber/internal/engine/openai"
+	"github.com/transcriber/transcriber/internal/engine/speechkit"
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/metrics"
 	"github.com/transcriber/transcriber/internal/telegram"
@@ -198,7 +202,10 @@ func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry, tg *tel
 	// The OpenAI-compatible engine is always there, so that a job may ask
 	// for it whatever this worker's default is; without a valid key the
 	// server's 401 fails such a job with a reason the owner can act on.
-	oa, err := openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.OpenAIModel}, nil)
+	oa, err := openai.New(openai.Config{
+		BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.OpenAIModel,
+		MaxUploadBytes: cfg.OpenAIMaxUpload, MaxDuration: cfg.OpenAIMaxDuration, Prompt: cfg.OpenAIPrompt,
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +219,17 @@ func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry, tg *tel
 		engines[aai.Name()] = aai
 		pollInterval[aai.Name()] = aai.PollInterval()
 	}
+	if sk := cfg.SpeechKit; sk.APIKey != "" || sk.IAMToken != "" {
+		e, err := speechkit.New(speechkit.Config{
+			BaseURL: sk.BaseURL, OperationsURL: sk.OperationsURL, APIKey: sk.APIKey, IAMToken: sk.IAMToken,
+			FolderID: sk.FolderID, Model: sk.Model, PollInterval: sk.PollInterval,
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+		engines[e.Name()] = e
+		pollInterval[e.Name()] = e.PollInterval()
+	}
 	repliers := map[job.Source]activities.Replier{}
 	fetchers := map[job.Source]activities.Fetcher{}
 	if tg != nil {
@@ -220,29 +238,80 @@ func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry, tg *tel
 	}
 	work := os.TempDir()
 	return &activities.Activities{
-		Blobs:        blobs,
-		Audio:        tools,
-		Engines:      engines,
-		Repliers:     repliers,
-		Fetchers:     fetchers,
-		Metrics:      tel.metrics,
-		WorkDir:      work,
-		MaxDuration:  cfg.MaxDuration,
-		PollInterval: pollInterval,
+		Blobs:         blobs,
+		Audio:         tools,
+		Engines:       engines,
+		Repliers:      repliers,
+		Fetchers:      fetchers,
+		Metrics:       tel.metrics,
+		WorkDir:       work,
+		MaxDuration:   cfg.MaxDuration,
+		ChunkDuration: cfg.ChunkDuration,
+		PollInterval:  pollInterval,
 	}, nil
 }
 
-// newWorker registers the workflow and the steps on the task queue.
-func newWorker(c client.Client, acts *activities.Activities, tel *telemetry) worker.Worker {
-	w := worker.New(c, workflows.TaskQueue, worker.Options{
+// newWorkers registers the workflow and the steps on the job task queue,
+// and each engine's steps on the engine's own queue, where this worker runs
+// at most concurrency of them at once: Temporal keeps the rest queued, so
+// the limit holds across all jobs without a lock of ours.
+func newWorkers(c client.Client, acts *activities.Activities, tel *telemetry, concurrency int) workerGroup {
+	opts := worker.Options{
 		Interceptors: []interceptor.WorkerInterceptor{&activities.Interceptor{Metrics: tel.metrics}},
 		// Give in-flight steps time to finish before a stop abandons them;
 		// Temporal hands abandoned ones to another worker after their lease.
 		WorkerStopTimeout: 10 * time.Second,
-	})
+	}
+	w := worker.New(c, workflows.TaskQueue, opts)
 	w.RegisterWorkflowWithOptions(workflows.TranscribeRecording, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	w.RegisterActivity(acts)
-	return w
+	group := workerGroup{w}
+	for _, name := range slices.Sorted(maps.Keys(acts.Engines)) {
+		eo := opts
+		eo.DisableWorkflowWorker = true
+		eo.MaxConcurrentActivityExecutionSize = concurrency
+		eo.MaxConcurrentActivityTaskPollers = min(concurrency, 2)
+		ew := worker.New(c, workflows.EngineTaskQueue(name), eo)
+		ew.RegisterActivity(acts.Recognize)
+		ew.RegisterActivity(acts.CheckRecognition)
+		group = append(group, ew)
+	}
+	return group
+}
+
+// workerGroup starts and stops a role's workers together.
+type workerGroup []worker.Worker
+
+func (g workerGroup) Start() error {
+	for i, w := range g {
+		if err := w.Start(); err != nil {
+			g[:i].Stop()
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop drains all workers at once, so stopping takes one drain period
+// however many engines there are.
+func (g workerGroup) Stop() {
+	var wg sync.WaitGroup
+	for _, w := range g {
+		wg.Go(w.Stop)
+	}
+	wg.Wait()
+}
+
+// jobEngines picks the engine of a new job and its fallback: the engine
+// the sender named, else the route for the job's language.
+func jobEngines(cfg config.Config, named, language string) (engine, fallback string) {
+	if named == "" {
+		return cfg.Route(language)
+	}
+	if cfg.FallbackEngine != named {
+		fallback = cfg.FallbackEngine
+	}
+	return named, fallback
 }
 
 func policyFrom(cfg config.Config) workflows.Policy {
@@ -255,7 +324,7 @@ func startWorker(cfg config.Config, c client.Client, blobs *blob.Local, tel *tel
 	if err != nil {
 		return nil, err
 	}
-	w := newWorker(c, acts, tel)
+	w := newWorkers(c, acts, tel, cfg.EngineConcurrency)
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}

@@ -62,7 +62,7 @@ func BenchmarkOrchestrationOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := newWorker(c, acts, tel)
+	w := newWorkers(c, acts, tel, cfg.EngineConcurrency)
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
 	}

@@ -152,6 +152,9 @@ func showJob(ctx context.Context, c client.Client, cfg config.Config, id string,
 	row("state", string(st.State))
 	row("source", string(st.Source))
 	row("engine", st.Engine)
+	if st.FallbackFrom != "" {
+		row("fallback from", st.FallbackFrom)
+	}
 	row("language", st.Language)
 	row("detected language", st.DetectedLanguage)
 	row("title", st.Title)
@@ -159,6 +162,9 @@ func showJob(ctx context.Context, c client.Client, cfg config.Config, id string,
 	row("original", st.Original.Name)
 	if st.Duration > 0 {
 		row("duration", st.Duration.Round(time.Millisecond).String())
+	}
+	if n := len(st.Chunks); n > 0 {
+		row("progress", fmt.Sprintf("%d of %d chunks recognised", st.ChunksDone, n))
 	}
 	row("accepted", st.AcceptedAt.Local().Format(time.DateTime))
 	if !st.FinishedAt.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,6 +45,12 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	if err := loadConfig(fs, &cfg, args); err != nil {
 		return err
 	}
+	named := ""
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "engine" {
+			named = cfg.Engine
+		}
+	})
 	files := fs.Args()
 	if len(files) == 0 {
 		fs.Usage()
@@ -99,7 +106,7 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 
 	ids := make([]string, len(files))
 	for i, f := range files {
-		id, err := submitFile(ctx, conn.client, blobs, cfg, f, *language)
+		id, err := submitFile(ctx, conn.client, blobs, cfg, f, named, *language)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
@@ -168,7 +175,7 @@ func checkInput(path string) error {
 
 // submitFile keeps the recording in the blob store, then starts its job.
 // The store comes first: a job never refers to bytes that are not kept.
-func submitFile(ctx context.Context, c client.Client, blobs *blob.Local, cfg config.Config, path, language string) (string, error) {
+func submitFile(ctx context.Context, c client.Client, blobs *blob.Local, cfg config.Config, path, named, language string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -178,7 +185,8 @@ func submitFile(ctx context.Context, c client.Client, blobs *blob.Local, cfg con
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("read: %w", err)
 	}
-	id := workflows.CLIJobID(h.Sum(nil), cfg.Engine, language)
+	engine, fallback := jobEngines(cfg, named, language)
+	id := workflows.CLIJobID(h.Sum(nil), engine, language)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return "", err
 	}
@@ -190,7 +198,8 @@ func submitFile(ctx context.Context, c client.Client, blobs *blob.Local, cfg con
 	in := workflows.Input{
 		Source:     job.SourceCLI,
 		Original:   workflows.Original{Key: key, Name: filepath.Base(path), Size: size},
-		Engine:     cfg.Engine,
+		Engine:     engine,
+		Fallback:   fallback,
 		Language:   language,
 		Policy:     policyFrom(cfg),
 		AcceptedAt: time.Now(),
@@ -205,7 +214,7 @@ func submitFile(ctx context.Context, c client.Client, blobs *blob.Local, cfg con
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.StateKey.ValueSet(string(job.Accepted)),
 			workflows.SourceKey.ValueSet(string(job.SourceCLI)),
-			workflows.EngineKey.ValueSet(cfg.Engine),
+			workflows.EngineKey.ValueSet(engine),
 		),
 	}, workflows.WorkflowName, in)
 	if err != nil {

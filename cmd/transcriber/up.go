@@ -144,6 +144,7 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	if tg != nil && r.bot != botNever {
 		bot := telegram.NewBot(tg, conn.client, blobs, telegram.BotConfig{
 			Allowed: cfg.TelegramAllowed, Engine: cfg.Engine, Policy: policyFrom(cfg), MaxDuration: cfg.MaxDuration,
+			Route: cfg.Route,
 		}, logger)
 		go func() {
 			defer close(botDone)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,15 +34,38 @@ type Config struct {
 	OpenAIBaseURL     string
 	OpenAIAPIKey      string
 	OpenAIModel       string
+	OpenAIMaxUpload   int64
+	OpenAIMaxDuration time.Duration
+	OpenAIPrompt      string
+	// EngineConcurrency bounds the simultaneous requests of one worker to
+	// one engine.
+	EngineConcurrency int
+	// ChunkDuration, when positive, splits longer recordings for parallel
+	// recognition whatever the engine's limits.
+	ChunkDuration time.Duration
+	// Routes pick the engine by the job's language (primary subtag);
+	// FallbackEngine takes jobs whose engine gave up.
+	Routes            map[string]string
+	FallbackEngine    string
 	PocketsphinxModel string
 	AssemblyAIBaseURL string
 	AssemblyAIAPIKey  string
 	AssemblyAIPoll    time.Duration
+	SpeechKit         SpeechKit
 	TelegramToken     string
 	TelegramEndpoint  string
 	TelegramAllowed   []string
 	LogLevel          slog.Level
 	LogFormat         string
+}
+
+// SpeechKit locates Yandex SpeechKit and holds its credentials: an API key
+// or an IAM token.
+type SpeechKit struct {
+	BaseURL, OperationsURL string
+	APIKey, IAMToken       string
+	FolderID, Model        string
+	PollInterval           time.Duration
 }
 
 // setting is one variable and its flag.
@@ -61,7 +85,7 @@ var settings = []setting{
 		func(c *Config, v string) error { c.DataDir = v; return nil }},
 	{"TRANSCRIBER_BLOB_URL", "blob-url", "", "where recordings and transcripts are kept: a directory, file:///path or s3://bucket/prefix (with the AWS_* variables); unset is blobs under the data directory",
 		func(c *Config, v string) error { c.BlobURL = strings.TrimSpace(v); return nil }},
-	{"TRANSCRIBER_ENGINE", "engine", "local", "speech engine: local (offline pocketsphinx), openai (any OpenAI-compatible server) or assemblyai",
+	{"TRANSCRIBER_ENGINE", "engine", "local", "speech engine: local (offline pocketsphinx), openai (any OpenAI-compatible server), speechkit (Yandex SpeechKit) or assemblyai",
 		func(c *Config, v string) error { c.Engine = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{"TRANSCRIBER_RETRY_SCHEDULE", "retry-schedule", "30s,2m,10m,30m", "waits between attempts of a failing step, comma-separated; the last repeats",
 		func(c *Config, v string) (err error) { c.RetrySchedule, err = parseSchedule(v); return err }},
@@ -101,6 +125,32 @@ var settings = []setting{
 		func(c *Config, v string) error { c.OpenAIAPIKey = strings.TrimSpace(v); return nil }},
 	{"OPENAI_MODEL", "openai-model", "whisper-1", "model name sent to the OpenAI-compatible server",
 		func(c *Config, v string) error { c.OpenAIModel = strings.TrimSpace(v); return nil }},
+	{"OPENAI_MAX_UPLOAD_BYTES", "openai-max-upload-bytes", "25000000", "largest file sent in one request; longer recordings are split into chunks that fit",
+		func(c *Config, v string) (err error) {
+			c.OpenAIMaxUpload, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return err
+		}},
+	{"OPENAI_MAX_DURATION", "openai-max-duration", "0", "longest audio sent in one request (e.g. 10m); 0 is no limit besides the size",
+		func(c *Config, v string) (err error) {
+			c.OpenAIMaxDuration, err = time.ParseDuration(strings.TrimSpace(v))
+			return err
+		}},
+	{"OPENAI_PROMPT", "openai-prompt", "", "text that guides the model's style and vocabulary (names, terms), sent with every request",
+		func(c *Config, v string) error { c.OpenAIPrompt = strings.TrimSpace(v); return nil }},
+	{"TRANSCRIBER_ENGINE_CONCURRENCY", "engine-concurrency", "4", "simultaneous requests of one worker to one engine; 1 makes them strictly sequential",
+		func(c *Config, v string) (err error) {
+			c.EngineConcurrency, err = strconv.Atoi(strings.TrimSpace(v))
+			return err
+		}},
+	{"TRANSCRIBER_CHUNK_DURATION", "chunk-duration", "0", "split recordings longer than this into chunks recognised in parallel (e.g. 5m); 0 splits only what exceeds the engine's limits",
+		func(c *Config, v string) (err error) {
+			c.ChunkDuration, err = time.ParseDuration(strings.TrimSpace(v))
+			return err
+		}},
+	{"TRANSCRIBER_ENGINE_ROUTES", "engine-routes", "", "engine by language, e.g. ru=speechkit,uk=speechkit; other languages use TRANSCRIBER_ENGINE",
+		func(c *Config, v string) (err error) { c.Routes, err = parseRoutes(v); return err }},
+	{"TRANSCRIBER_FALLBACK_ENGINE", "fallback-engine", "", "engine that takes a job whose engine gave up on it (ran out of attempts or time); unset is none",
+		func(c *Config, v string) error { c.FallbackEngine = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{"ASSEMBLYAI_BASE_URL", "assemblyai-base-url", "https://api.assemblyai.com", "base URL of AssemblyAI (or a compatible stand-in)",
 		func(c *Config, v string) error { c.AssemblyAIBaseURL = strings.TrimSpace(v); return nil }},
 	{"ASSEMBLYAI_API_KEY", "", "", "AssemblyAI API key (environment only)",
@@ -108,6 +158,23 @@ var settings = []setting{
 	{"ASSEMBLYAI_POLL_INTERVAL", "assemblyai-poll-interval", "5s", "fixed wait between checks of an AssemblyAI transcript",
 		func(c *Config, v string) (err error) {
 			c.AssemblyAIPoll, err = time.ParseDuration(strings.TrimSpace(v))
+			return err
+		}},
+	{"SPEECHKIT_API_KEY", "", "", "Yandex SpeechKit API key (environment only)",
+		func(c *Config, v string) error { c.SpeechKit.APIKey = strings.TrimSpace(v); return nil }},
+	{"SPEECHKIT_IAM_TOKEN", "", "", "Yandex Cloud IAM token, instead of an API key (environment only)",
+		func(c *Config, v string) error { c.SpeechKit.IAMToken = strings.TrimSpace(v); return nil }},
+	{"SPEECHKIT_FOLDER_ID", "speechkit-folder-id", "", "Yandex Cloud folder billed for recognition; needed with a user account's IAM token",
+		func(c *Config, v string) error { c.SpeechKit.FolderID = strings.TrimSpace(v); return nil }},
+	{"SPEECHKIT_BASE_URL", "speechkit-base-url", "https://stt.api.cloud.yandex.net", "SpeechKit recognition API (or a compatible stand-in)",
+		func(c *Config, v string) error { c.SpeechKit.BaseURL = strings.TrimSpace(v); return nil }},
+	{"SPEECHKIT_OPERATIONS_URL", "speechkit-operations-url", "https://operation.api.cloud.yandex.net", "Yandex Cloud operations API, where recognition operations are checked",
+		func(c *Config, v string) error { c.SpeechKit.OperationsURL = strings.TrimSpace(v); return nil }},
+	{"SPEECHKIT_MODEL", "speechkit-model", "general", "SpeechKit recognition model, e.g. general or deferred-general",
+		func(c *Config, v string) error { c.SpeechKit.Model = strings.TrimSpace(v); return nil }},
+	{"SPEECHKIT_POLL_INTERVAL", "speechkit-poll-interval", "15s", "fixed wait between checks of a SpeechKit operation; 15s keeps ten jobs at once inside the hourly quota",
+		func(c *Config, v string) (err error) {
+			c.SpeechKit.PollInterval, err = time.ParseDuration(strings.TrimSpace(v))
 			return err
 		}},
 	{"POCKETSPHINX_MODEL_DIR", "pocketsphinx-model-dir", "/usr/share/pocketsphinx/model/en-us", "pocketsphinx model directory of the local engine",
@@ -128,7 +195,7 @@ var settings = []setting{
 }
 
 // Engines that this build can use.
-var Engines = []string{"local", "openai", "assemblyai"}
+var Engines = []string{"local", "openai", "speechkit", "assemblyai"}
 
 // Load reads the environment through getenv, applying defaults.
 func Load(getenv func(string) string) (Config, error) {
@@ -224,13 +291,78 @@ func (c Config) Validate() error {
 	if c.Engine == "assemblyai" && c.AssemblyAIAPIKey == "" {
 		errs = append(errs, errors.New("TRANSCRIBER_ENGINE=assemblyai needs ASSEMBLYAI_API_KEY"))
 	}
+	if c.Engine == "speechkit" && c.SpeechKit.APIKey == "" && c.SpeechKit.IAMToken == "" {
+		errs = append(errs, errors.New("TRANSCRIBER_ENGINE=speechkit needs SPEECHKIT_API_KEY or SPEECHKIT_IAM_TOKEN"))
+	}
+	if c.SpeechKit.APIKey != "" && c.SpeechKit.IAMToken != "" {
+		errs = append(errs, errors.New("set SPEECHKIT_API_KEY or SPEECHKIT_IAM_TOKEN, not both"))
+	}
+	if c.SpeechKit.PollInterval < time.Second {
+		errs = append(errs, errors.New("SPEECHKIT_POLL_INTERVAL must be at least 1s"))
+	}
 	if c.AssemblyAIPoll < time.Second {
 		errs = append(errs, errors.New("ASSEMBLYAI_POLL_INTERVAL must be at least 1s"))
+	}
+	if c.OpenAIMaxUpload < 200_000 {
+		errs = append(errs, fmt.Errorf("OPENAI_MAX_UPLOAD_BYTES=%d is too small; give at least 200000", c.OpenAIMaxUpload))
+	}
+	if c.OpenAIMaxDuration != 0 && c.OpenAIMaxDuration < 30*time.Second {
+		errs = append(errs, errors.New("OPENAI_MAX_DURATION must be 0 (no limit) or at least 30s"))
+	}
+	if c.EngineConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("TRANSCRIBER_ENGINE_CONCURRENCY=%d must be at least 1", c.EngineConcurrency))
+	}
+	if c.ChunkDuration != 0 && c.ChunkDuration < 30*time.Second {
+		errs = append(errs, errors.New("TRANSCRIBER_CHUNK_DURATION must be 0 (off) or at least 30s"))
+	}
+	for lang, e := range c.Routes {
+		if !slices.Contains(Engines, e) {
+			errs = append(errs, fmt.Errorf("TRANSCRIBER_ENGINE_ROUTES sends %s to %q, which is not an engine; choose one of %s", lang, e, strings.Join(Engines, ", ")))
+		}
+	}
+	if c.FallbackEngine != "" && !slices.Contains(Engines, c.FallbackEngine) {
+		errs = append(errs, fmt.Errorf("TRANSCRIBER_FALLBACK_ENGINE=%q is not an engine; choose one of %s", c.FallbackEngine, strings.Join(Engines, ", ")))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("TRANSCRIBER_LOG_FORMAT=%q must be text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// Route picks the engine of a job in language, and its fallback. A job's
+// own choice of engine comes before the route; a route names the language
+// by its primary subtag, so ru also takes ru-RU.
+func (c Config) Route(language string) (engine, fallback string) {
+	engine = c.Engine
+	primary, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(language)), "-")
+	primary, _, _ = strings.Cut(primary, "_")
+	if e, ok := c.Routes[primary]; ok {
+		engine = e
+	}
+	if c.FallbackEngine != engine {
+		fallback = c.FallbackEngine
+	}
+	return engine, fallback
+}
+
+func parseRoutes(v string) (map[string]string, error) {
+	routes := map[string]string{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		lang, engine, ok := strings.Cut(part, "=")
+		lang, engine = strings.ToLower(strings.TrimSpace(lang)), strings.ToLower(strings.TrimSpace(engine))
+		if !ok || lang == "" || engine == "" {
+			return nil, fmt.Errorf("route %q is not language=engine, e.g. ru=speechkit", part)
+		}
+		if _, dup := routes[lang]; dup {
+			return nil, fmt.Errorf("language %s is routed twice", lang)
+		}
+		routes[lang] = engine
+	}
+	return routes, nil
 }
 
 // DatabaseFile is the embedded Temporal server's SQLite file.
@@ -239,6 +371,7 @@ func (c Config) DatabaseFile() string { return filepath.Join(c.DataDir, "tempora
 // BlobDir is where the local blob store keeps recordings and transcripts.
 func (c Config) BlobDir() string { return filepath.Join(c.DataDir, "blobs") }
 
+// parseList splits a comma-separated list, dropping empty entries.
 func parseUsers(v string) []string {
 	var out []string
 	for _, u := range strings.Split(v, ",") {

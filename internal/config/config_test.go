@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,12 +72,21 @@ func TestInvalidSettingsAreExplained(t *testing.T) {
 		{"negative wait", []string{"TRANSCRIBER_RETRY_SCHEDULE", "1s,-1s"}, "positive"},
 		{"attempts not a number", []string{"TRANSCRIBER_MAX_ATTEMPTS", "many"}, "TRANSCRIBER_MAX_ATTEMPTS"},
 		{"zero attempts", []string{"TRANSCRIBER_MAX_ATTEMPTS", "0"}, "at least 1"},
-		{"unknown engine", []string{"TRANSCRIBER_ENGINE", "whisperx"}, "choose one of local, openai, assemblyai"},
+		{"unknown engine", []string{"TRANSCRIBER_ENGINE", "whisperx"}, "choose one of local, openai, speechkit, assemblyai"},
 		{"openai URL", []string{"TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", "api.openai.com"}, "OPENAI_BASE_URL"},
 		{"http addr", []string{"TRANSCRIBER_HTTP_ADDR", "8080"}, "TRANSCRIBER_HTTP_ADDR"},
 		{"log format", []string{"TRANSCRIBER_LOG_FORMAT", "xml"}, "text or json"},
 		{"assemblyai without key", []string{"TRANSCRIBER_ENGINE", "assemblyai"}, "ASSEMBLYAI_API_KEY"},
 		{"allowed users", []string{"TELEGRAM_ALLOWED_USERS", "alice"}, "neither a numeric user id nor an @username"},
+		{"speechkit without credentials", []string{"TRANSCRIBER_ENGINE", "speechkit"}, "SPEECHKIT_API_KEY or SPEECHKIT_IAM_TOKEN"},
+		{"speechkit with both credentials", []string{"SPEECHKIT_API_KEY", "k", "SPEECHKIT_IAM_TOKEN", "t"}, "not both"},
+		{"route not language=engine", []string{"TRANSCRIBER_ENGINE_ROUTES", "ru"}, "language=engine"},
+		{"route to unknown engine", []string{"TRANSCRIBER_ENGINE_ROUTES", "ru=yandex"}, "not an engine"},
+		{"language routed twice", []string{"TRANSCRIBER_ENGINE_ROUTES", "ru=speechkit,RU=openai"}, "routed twice"},
+		{"unknown fallback", []string{"TRANSCRIBER_FALLBACK_ENGINE", "whisperx"}, "TRANSCRIBER_FALLBACK_ENGINE"},
+		{"zero concurrency", []string{"TRANSCRIBER_ENGINE_CONCURRENCY", "0"}, "at least 1"},
+		{"tiny upload limit", []string{"OPENAI_MAX_UPLOAD_BYTES", "1000"}, "too small"},
+		{"tiny chunks", []string{"TRANSCRIBER_CHUNK_DURATION", "5s"}, "at least 30s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,16 +121,51 @@ func TestREADMEListsEverySetting(t *testing.T) {
 		if s[2] != "" {
 			def = "`" + s[2] + "`"
 		}
+		// The settings table has a row per setting with its flag, default
+		// and meaning; other tables (the compose file's) may name the same
+		// variable with other words.
 		row := "| `" + s[0] + "` |"
-		i := strings.Index(string(readme), row)
-		if i < 0 {
+		var found []string
+		for _, line := range strings.Split(string(readme), "\n") {
+			if strings.HasPrefix(line, row) {
+				found = append(found, line)
+			}
+		}
+		if len(found) == 0 {
 			t.Errorf("README lacks a row for %s", s[0])
 			continue
 		}
-		line := string(readme[i:])
-		line = line[:strings.IndexByte(line, '\n')]
-		if !strings.Contains(line, def) || !strings.Contains(line, s[3]) {
-			t.Errorf("README row for %s is out of date:\n%s\nwant default %s and %q", s[0], line, def, s[3])
+		if !slices.ContainsFunc(found, func(line string) bool {
+			return strings.Contains(line, def) && strings.Contains(line, s[3])
+		}) {
+			t.Errorf("README row for %s is out of date:\n%s\nwant default %s and %q", s[0], strings.Join(found, "\n"), def, s[3])
 		}
+	}
+}
+
+// Scenario: A routing rule picks the engine by language, with a fallback
+func TestRoute(t *testing.T) {
+	c, err := Load(env("TRANSCRIBER_ENGINE", "openai", "TRANSCRIBER_ENGINE_ROUTES", "ru=speechkit, uk=speechkit",
+		"TRANSCRIBER_FALLBACK_ENGINE", "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ language, engine, fallback string }{
+		{"ru", "speechkit", "local"},
+		{"ru-RU", "speechkit", "local"},
+		{"UK", "speechkit", "local"},
+		{"en", "openai", "local"},
+		{"", "openai", "local"},
+	} {
+		if e, f := c.Route(tc.language); e != tc.engine || f != tc.fallback {
+			t.Errorf("Route(%q) = %s, %s; want %s, %s", tc.language, e, f, tc.engine, tc.fallback)
+		}
+	}
+	c.FallbackEngine = "openai"
+	if e, f := c.Route("en"); e != "openai" || f != "" {
+		t.Errorf("Route(en) = %s, %s; an engine is never its own fallback", e, f)
 	}
 }

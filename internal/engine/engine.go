@@ -23,6 +23,9 @@ type Request struct {
 	Language string
 	// Duration of the audio, for engines whose limits or timeouts depend on it.
 	Duration time.Duration
+	// Prompt is text that guides the recognition (names, terms, style), for
+	// engines that take one; empty for none.
+	Prompt string
 }
 
 // Segment is a stretch of recognised speech with its place in the audio.

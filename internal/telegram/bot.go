@@ -37,6 +37,9 @@ type BotConfig struct {
 	// Engine and Policy of the jobs the bot starts.
 	Engine string
 	Policy workflows.Policy
+	// Route, when set, picks the engine and its fallback by the chat's
+	// language instead: people who write in Russian mostly speak it too.
+	Route func(language string) (engine, fallback string)
 	// MaxDuration is shown in /help.
 	MaxDuration time.Duration
 	// PollTimeout is how long one getUpdates waits for news.
@@ -165,10 +168,15 @@ func (b *Bot) handle(ctx context.Context, u tgbotapi.Update) error {
 // came twice — is left as it is.
 func (b *Bot) start(ctx context.Context, m *tgbotapi.Message, media media, lang string) error {
 	id := workflows.TelegramJobID(m.Chat.ID, m.MessageID)
+	engine, fallback := b.cfg.Engine, ""
+	if b.cfg.Route != nil {
+		engine, fallback = b.cfg.Route(lang)
+	}
 	in := workflows.Input{
 		Source:     job.SourceTelegram,
 		Original:   workflows.Original{FileID: media.fileID, Name: media.name, MIME: media.mime, Size: media.size, Ext: media.ext},
-		Engine:     b.cfg.Engine,
+		Engine:     engine,
+		Fallback:   fallback,
 		Recipient:  &job.Recipient{ChatID: m.Chat.ID, MessageID: m.MessageID, Language: lang},
 		Policy:     b.cfg.Policy,
 		AcceptedAt: time.Unix(int64(m.Date), 0),
@@ -185,7 +193,7 @@ func (b *Bot) start(ctx context.Context, m *tgbotapi.Message, media media, lang 
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.StateKey.ValueSet(string(job.Accepted)),
 			workflows.SourceKey.ValueSet(string(job.SourceTelegram)),
-			workflows.EngineKey.ValueSet(b.cfg.Engine),
+			workflows.EngineKey.ValueSet(engine),
 		),
 	}, workflows.WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted

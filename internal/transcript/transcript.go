@@ -132,3 +132,39 @@ func Decode(r io.Reader) (Document, error) {
 	}
 	return d, nil
 }
+
+// Part is the transcript of one chunk and where the chunk starts in the
+// whole recording.
+type Part struct {
+	Offset time.Duration
+	Doc    Document
+}
+
+// Merge joins the transcripts of consecutive chunks into the transcript of
+// the whole recording: texts in order, segments moved by their chunk's
+// offset. The language is the one most chunks were heard in, the first of
+// them on a tie, so that one short chunk in another language does not
+// relabel the recording.
+func Merge(engineName string, duration time.Duration, parts []Part) Document {
+	d := Document{Engine: engineName, Duration: duration, Segments: []Segment{}}
+	var texts []string
+	votes := map[string]int{}
+	best := 0
+	for _, p := range parts {
+		if t := strings.TrimSpace(p.Doc.Text); t != "" {
+			texts = append(texts, t)
+		}
+		if l := p.Doc.Language; l != "" {
+			votes[l]++
+			if votes[l] > best {
+				best, d.Language = votes[l], l
+			}
+		}
+		off := p.Offset.Seconds()
+		for _, s := range p.Doc.Segments {
+			d.Segments = append(d.Segments, Segment{Start: s.Start + off, End: s.End + off, Text: s.Text})
+		}
+	}
+	d.Text = strings.Join(texts, " ")
+	return d
+}

@@ -46,13 +46,26 @@ type Config struct {
 	// Model is e.g. "whisper-1"; empty leaves the choice to the server,
 	// which some local servers allow.
 	Model string
+	// MaxUploadBytes is the largest file the server takes, DefaultMaxUpload
+	// when zero; MaxDuration the longest audio, zero for no limit. Longer
+	// recordings reach the engine in chunks that fit.
+	MaxUploadBytes int64
+	MaxDuration    time.Duration
+	// Prompt guides the model's spelling of names and terms in every
+	// request that brings no prompt of its own.
+	Prompt string
 }
+
+// DefaultMaxUpload is OpenAI's documented limit of 25 MB per file.
+const DefaultMaxUpload = 25_000_000
 
 // Engine sends one file per Submit to the transcription endpoint.
 type Engine struct {
 	endpoint    string
 	apiKey      string
 	model       string
+	prompt      string
+	limits      engine.Limits
 	client      *http.Client
 	maxResponse int64
 }
@@ -74,10 +87,19 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 	// cannot resend the streamed body anyway; surfacing the 3xx tells the
 	// operator to fix the base URL instead.
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if cfg.MaxUploadBytes < 0 || cfg.MaxDuration < 0 {
+		return nil, errors.New("openai engine: upload limits must not be negative")
+	}
+	limits := engine.Limits{MaxBytes: cfg.MaxUploadBytes, MaxDuration: cfg.MaxDuration}
+	if limits.MaxBytes == 0 {
+		limits.MaxBytes = DefaultMaxUpload
+	}
 	return &Engine{
 		endpoint:    u.JoinPath("audio", "transcriptions").String(),
 		apiKey:      cfg.APIKey,
 		model:       cfg.Model,
+		prompt:      cfg.Prompt,
+		limits:      limits,
 		client:      &c,
 		maxResponse: defaultMaxResponse,
 	}, nil
@@ -152,6 +174,9 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	return engine.Submission{Result: &res}, nil
 }
 
+// Limits are the server's size limit and the configured longest audio.
+func (e *Engine) Limits() engine.Limits { return e.limits }
+
 // Check is never called: Submit does not return operations.
 func (e *Engine) Check(context.Context, string) (engine.Submission, error) {
 	return engine.Submission{}, engine.Errorf(engine.Rejected, "the openai engine has no pending operations")
@@ -166,6 +191,13 @@ func (e *Engine) formFields(req engine.Request) []formField {
 	}
 	if lang := engine.PrimaryLanguage(req.Language); lang != "" {
 		fields = append(fields, formField{"language", lang})
+	}
+	prompt := req.Prompt
+	if prompt == "" {
+		prompt = e.prompt
+	}
+	if prompt != "" {
+		fields = append(fields, formField{"prompt", prompt})
 	}
 	return append(fields, formField{"response_format", "verbose_json"})
 }
@@ -252,6 +284,11 @@ func (t *trackingReader) Read(p []byte) (int, error) {
 // decoder by it, and the local name means nothing to them.
 func partFileName(path string) string {
 	ext := strings.ToLower(filepath.Ext(path))
+	// .oga is OGG audio by another name that several servers refuse to
+	// recognise as a format.
+	if ext == ".oga" {
+		ext = ".ogg"
+	}
 	for _, r := range strings.TrimPrefix(ext, ".") {
 		if !('a' <= r && r <= 'z' || '0' <= r && r <= '9') {
 			return "audio"
@@ -266,7 +303,7 @@ func partContentType(path string) string {
 		return "audio/flac"
 	case ".wav":
 		return "audio/wav"
-	case ".ogg":
+	case ".ogg", ".oga", ".opus":
 		return "audio/ogg"
 	case ".mp3":
 		return "audio/mpeg"

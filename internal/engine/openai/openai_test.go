@@ -901,6 +901,8 @@ func TestPartNames(t *testing.T) {
 		{"/tmp/x.flac", "audio.flac", "audio/flac"},
 		{"/tmp/x.wav", "audio.wav", "audio/wav"},
 		{"/tmp/x.ogg", "audio.ogg", "audio/ogg"},
+		{"/tmp/x.oga", "audio.ogg", "audio/ogg"},
+		{"/tmp/X.OGA", "audio.ogg", "audio/ogg"},
 		{"/tmp/x.mp3", "audio.mp3", "audio/mpeg"},
 		{"/tmp/x", "audio", "application/octet-stream"},
 		{`/tmp/x.fl"ac`, "audio", "application/octet-stream"},
@@ -913,5 +915,48 @@ func TestPartNames(t *testing.T) {
 				t.Errorf("partContentType(%q) = %q; want %q", tc.path, got, tc.wantType)
 			}
 		})
+	}
+}
+
+// Scenario: The prompt and the upload limits reach the OpenAI-compatible server
+func TestPromptAndLimits(t *testing.T) {
+	srv := newFakeServer(t, reply(200, "application/json", `{"text":"Kubernetes"}`))
+	e, err := New(Config{BaseURL: srv.URL + "/v1", Model: "whisper-1", Prompt: "Kubernetes, Temporal", MaxDuration: 10 * time.Minute}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Limits(); got.MaxBytes != DefaultMaxUpload || got.MaxDuration != 10*time.Minute {
+		t.Errorf("Limits = %+v; want %d bytes (the default) and 10m", got, DefaultMaxUpload)
+	}
+	path, _ := writeAudio(t, "a.flac", 1024)
+	if _, err := e.Submit(context.Background(), engine.Request{AudioPath: path}); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.received().fields["prompt"]; got != "Kubernetes, Temporal" {
+		t.Errorf("prompt = %q; want the configured one", got)
+	}
+	if _, err := e.Submit(context.Background(), engine.Request{AudioPath: path, Prompt: "Grafana"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.received().fields["prompt"]; got != "Grafana" {
+		t.Errorf("prompt = %q; want the job's own", got)
+	}
+
+	plain := newEngine(t, srv.URL+"/v1", "")
+	if _, err := plain.Submit(context.Background(), engine.Request{AudioPath: path}); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := srv.received().fields["prompt"]; ok {
+		t.Errorf("prompt = %q; want none when neither the job nor the configuration has one", v)
+	}
+	limited, err := New(Config{BaseURL: srv.URL + "/v1", MaxUploadBytes: 1_000_000}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := limited.Limits(); got.MaxBytes != 1_000_000 || got.MaxDuration != 0 {
+		t.Errorf("Limits = %+v; want 1000000 bytes and no duration limit", got)
+	}
+	if _, err := New(Config{BaseURL: srv.URL, MaxUploadBytes: -1}, nil); err == nil {
+		t.Error("New accepted a negative upload limit")
 	}
 }
