@@ -94,6 +94,7 @@ func TestSignIsHMACSHA256(t *testing.T) {
 	}
 }
 
+// Scenario: Webhook deliveries are signed, and only temporary failures are retried
 func TestNotifyErrorClassification(t *testing.T) {
 	ev := NewEvent("http-x", job.SourceHTTP, job.Done, nil, time.Now())
 	tests := []struct {

@@ -325,6 +325,8 @@ func startWorker(cfg config.Config, c client.Client, blobs *blob.Local, tel *tel
 		return nil, err
 	}
 	w := newWorkers(c, acts, tel, cfg.EngineConcurrency)
+	// The webhook step runs on the job queue, beside the job's other steps.
+	w[0].RegisterActivity(newNotifier(cfg))
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}

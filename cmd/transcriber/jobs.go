@@ -9,12 +9,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/jobs"
 	"github.com/transcriber/transcriber/internal/transcript"
 	"github.com/transcriber/transcriber/workflows"
 )
@@ -93,39 +93,30 @@ func runJobs(ctx context.Context, args []string, env func(string) string, stdout
 }
 
 func listJobs(ctx context.Context, c client.Client, namespace, state string, w io.Writer) error {
-	q := fmt.Sprintf("WorkflowType = '%s'", workflows.WorkflowName)
-	if state != "" {
-		if strings.ContainsAny(state, `'"\`) {
-			return usageError("--state %q is not a state", state)
-		}
-		q += fmt.Sprintf(" AND %s = '%s'", workflows.StateKey.GetName(), state)
+	st, err := jobs.ParseState(state)
+	if err != nil {
+		return usageError("--state: %v", err)
 	}
+	svc := &jobs.Service{Client: c, Namespace: namespace}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tSOURCE\tENGINE\tSTARTED")
+	or := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
 	var token []byte
 	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: namespace, Query: q, NextPageToken: token, PageSize: 500,
-		})
+		page, next, err := svc.List(ctx, st, 500, token)
 		if err != nil {
-			return fmt.Errorf("list jobs: %w", err)
+			return err
 		}
-		for _, e := range resp.GetExecutions() {
-			sa := e.GetSearchAttributes()
-			field := func(name string) string {
-				p := sa.GetIndexedFields()[name]
-				var s string
-				if p == nil || json.Unmarshal(p.GetData(), &s) != nil {
-					return "-"
-				}
-				return s
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.GetExecution().GetWorkflowId(),
-				field(workflows.StateKey.GetName()), field(workflows.SourceKey.GetName()),
-				field(workflows.EngineKey.GetName()), e.GetStartTime().AsTime().Local().Format(time.DateTime))
+		for _, j := range page {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, or(string(j.State)), or(string(j.Source)), or(j.Engine),
+				j.Started.Local().Format(time.DateTime))
 		}
-		token = resp.GetNextPageToken()
-		if len(token) == 0 {
+		if token = next; len(token) == 0 {
 			break
 		}
 	}

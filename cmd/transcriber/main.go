@@ -60,6 +60,7 @@ func commands() []command {
 		{"up", "run everything in one process: embedded Temporal server and Web UI, worker, HTTP server", runUp},
 		{"worker", "run a worker that executes jobs from an existing Temporal server", runWorker},
 		{"bot", "run the Telegram bot alone against an existing Temporal server", runBot},
+		{"api", "serve the HTTP job API alone against an existing Temporal server", runAPI},
 		{"transcribe", "transcribe files and print the transcripts", runTranscribe},
 		{"jobs", "list, show, revive and cancel jobs", runJobs},
 	}

@@ -19,13 +19,14 @@ import (
 )
 
 func runUp(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
-	return serve(ctx, args, env, stderr, role{name: "up", mode: embedPersistent, worker: true, bot: botIfConfigured}, `Usage: transcriber up [flags]
+	return serve(ctx, args, env, stderr, role{name: "up", mode: embedPersistent, worker: true, bot: botIfConfigured, api: true}, `Usage: transcriber up [flags]
 
 Runs everything on one machine in one process: an embedded Temporal server
 that keeps its state in $TRANSCRIBER_DATA_DIR/temporal.db, the Temporal Web
 UI on $TRANSCRIBER_UI_ADDR, a worker, the HTTP server on
-$TRANSCRIBER_HTTP_ADDR (/healthz, /readyz, /metrics), and the Telegram bot
-when TELEGRAM_BOT_TOKEN is set. With TEMPORAL_ADDRESS set it embeds nothing
+$TRANSCRIBER_HTTP_ADDR (/healthz, /readyz, /metrics, and the job API under
+/v1 when TRANSCRIBER_API_TOKENS is set), and the Telegram bot when
+TELEGRAM_BOT_TOKEN is set. With TEMPORAL_ADDRESS set it embeds nothing
 and joins that cluster instead. Stop with Ctrl-C or SIGTERM: running steps
 get time to finish, and nothing is lost either way.`)
 }
@@ -55,6 +56,8 @@ type role struct {
 	mode   embedMode
 	worker bool
 	bot    botMode
+	// api serves the job API under /v1 beside health and metrics.
+	api bool
 }
 
 type botMode int
@@ -120,8 +123,15 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 		defer stop()
 	}
 
+	var api *httpapi.API
+	if r.api {
+		if api, err = newAPI(cfg, conn.client, blobs, logger); err != nil {
+			return err
+		}
+	}
 	srv := &http.Server{
 		Handler: httpapi.NewHandler(httpapi.Options{
+			API:      api,
 			Gatherer: tel.reg,
 			Ready: map[string]httpapi.Check{
 				"temporal": func(ctx context.Context) error {
@@ -131,6 +141,11 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 			},
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
+	}
+	if api != nil {
+		// Requests waiting for a transcript answer with the job's id at
+		// once, instead of holding the shutdown up.
+		srv.RegisterOnShutdown(api.Drain)
 	}
 	failed := make(chan error, 2)
 	go func() {

@@ -55,6 +55,10 @@ type Config struct {
 	TelegramToken     string
 	TelegramEndpoint  string
 	TelegramAllowed   []string
+	APITokens         []string
+	MaxUploadBytes    int64
+	APIWait           time.Duration
+	WebhookSecret     string
 	LogLevel          slog.Level
 	LogFormat         string
 }
@@ -188,6 +192,20 @@ var settings = []setting{
 		}},
 	{"TELEGRAM_ALLOWED_USERS", "telegram-allowed-users", "", "who may use the bot: numeric user ids and @usernames, comma-separated; unset is nobody",
 		func(c *Config, v string) error { c.TelegramAllowed = parseUsers(v); return nil }},
+	{"TRANSCRIBER_API_TOKENS", "", "", "bearer tokens of the HTTP job API, comma-separated; unset turns the job endpoints off (environment only)",
+		func(c *Config, v string) error { c.APITokens = parseList(v); return nil }},
+	{"TRANSCRIBER_MAX_UPLOAD_BYTES", "max-upload-bytes", "1073741824", "largest recording the HTTP API accepts, in bytes",
+		func(c *Config, v string) (err error) {
+			c.MaxUploadBytes, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return err
+		}},
+	{"TRANSCRIBER_API_WAIT", "api-wait", "5m", "how long POST /v1/audio/transcriptions waits for the transcript before it answers 202 with the job id",
+		func(c *Config, v string) (err error) {
+			c.APIWait, err = time.ParseDuration(strings.TrimSpace(v))
+			return err
+		}},
+	{"TRANSCRIBER_WEBHOOK_SECRET", "", "", "key that signs webhooks to callback URLs (HMAC-SHA256); unset refuses callback URLs (environment only)",
+		func(c *Config, v string) error { c.WebhookSecret = strings.TrimSpace(v); return nil }},
 	{"TRANSCRIBER_LOG_LEVEL", "log-level", "info", "debug, info, warn or error",
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},
 	{"TRANSCRIBER_LOG_FORMAT", "log-format", "text", "text or json",
@@ -323,6 +341,18 @@ func (c Config) Validate() error {
 	if c.FallbackEngine != "" && !slices.Contains(Engines, c.FallbackEngine) {
 		errs = append(errs, fmt.Errorf("TRANSCRIBER_FALLBACK_ENGINE=%q is not an engine; choose one of %s", c.FallbackEngine, strings.Join(Engines, ", ")))
 	}
+	if c.MaxUploadBytes < 1 {
+		errs = append(errs, fmt.Errorf("TRANSCRIBER_MAX_UPLOAD_BYTES=%d must be positive", c.MaxUploadBytes))
+	}
+	if c.APIWait < 0 {
+		errs = append(errs, errors.New("TRANSCRIBER_API_WAIT must not be negative"))
+	}
+	for _, t := range c.APITokens {
+		if strings.ContainsFunc(t, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			errs = append(errs, errors.New("TRANSCRIBER_API_TOKENS: a token holds a space or control character; separate tokens with commas"))
+			break
+		}
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("TRANSCRIBER_LOG_FORMAT=%q must be text or json", c.LogFormat))
 	}
@@ -372,6 +402,16 @@ func (c Config) DatabaseFile() string { return filepath.Join(c.DataDir, "tempora
 func (c Config) BlobDir() string { return filepath.Join(c.DataDir, "blobs") }
 
 // parseList splits a comma-separated list, dropping empty entries.
+func parseList(v string) []string {
+	var out []string
+	for _, t := range strings.Split(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 func parseUsers(v string) []string {
 	var out []string
 	for _, u := range strings.Split(v, ",") {

@@ -473,6 +473,7 @@ func twoFiles(t *testing.T) *http.Request {
 	return r
 }
 
+// Scenario: Hostile file names are kept harmless
 func TestHostileFileNames(t *testing.T) {
 	h := newHarness(t)
 	for _, name := range []string{"../../../etc/passwd", `..\..\windows\system32\x.ogg`, "\u202egpj.exe.ogg", "tab\there.ogg", "name; filename=other.ogg", strings.Repeat("é", 400) + ".ogg"} {

@@ -9,6 +9,7 @@ import (
 	"github.com/transcriber/transcriber/internal/job"
 )
 
+// Scenario: The OpenAI-compatible endpoint answers in the requested format, or with the job id when it takes too long
 func TestOpenAITranscription(t *testing.T) {
 	h := newHarness(t)
 	post := func(fields map[string]string, body []byte) *http.Request {
@@ -83,6 +84,7 @@ func TestOpenAITranscription(t *testing.T) {
 	})
 }
 
+// Scenario: The OpenAI-compatible endpoint answers in the requested format, or with the job id when it takes too long
 func TestOpenAIFailuresAndTimeout(t *testing.T) {
 	h := newHarness(t, func(o *APIOptions) { o.Wait = 300 * time.Millisecond })
 	// Nobody works: the wait runs out and the answer is the job's id.

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// The OpenAPI document and the router list the same operations.
+// Scenario: The OpenAPI document lists exactly the routes served
 func TestOpenAPIDocumentMatchesRouter(t *testing.T) {
 	var doc struct {
 		OpenAPI string                                `json:"openapi"`

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/transcriber/transcriber/activities"
+	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/config"
+	"github.com/transcriber/transcriber/internal/httpapi"
+	"github.com/transcriber/transcriber/internal/jobs"
+)
+
+func runAPI(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	return serve(ctx, args, env, stderr, role{name: "api", mode: dialLocal, api: true}, `Usage: transcriber api [flags]
+
+Serves the HTTP job API alone against the Temporal server at
+TEMPORAL_ADDRESS (default: the "transcriber up" on this machine), on
+$TRANSCRIBER_HTTP_ADDR with /healthz, /readyz and /metrics: POST /v1/jobs,
+GET /v1/jobs/{id}, its transcript, revive and cancel, and the
+OpenAI-compatible POST /v1/audio/transcriptions. Clients authenticate with
+a bearer token from TRANSCRIBER_API_TOKENS; without one the job endpoints
+are off. Uploads are stored under TRANSCRIBER_DATA_DIR, which the workers
+must see too. Workers do the jobs it starts.`)
+}
+
+// newAPI builds the job API of a role that serves one, and says in the log
+// whether it is on and, when it is not, how to turn it on. Tokens are
+// never logged, only how many there are.
+func newAPI(cfg config.Config, c client.Client, blobs *blob.Local, logger *slog.Logger) (*httpapi.API, error) {
+	api, err := httpapi.NewAPI(httpapi.APIOptions{
+		Tokens:         cfg.APITokens,
+		Jobs:           &jobs.Service{Client: c, Namespace: cfg.TemporalNamespace},
+		Blobs:          blobs,
+		SpoolDir:       filepath.Join(cfg.DataDir, "spool"),
+		MaxUploadBytes: cfg.MaxUploadBytes,
+		Wait:           cfg.APIWait,
+		Engines:        config.Engines,
+		Engine:         func(named, language string) (string, string) { return jobEngines(cfg, named, language) },
+		Policy:         policyFrom(cfg),
+		Callbacks:      cfg.WebhookSecret != "",
+		Logger:         logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !api.Enabled() {
+		logger.Warn("the job API is off: set TRANSCRIBER_API_TOKENS to one or more comma-separated bearer tokens to serve /v1/jobs and /v1/audio/transcriptions")
+	} else {
+		logger.Info("the job API is on", "tokens", len(cfg.APITokens), "max_upload_bytes", cfg.MaxUploadBytes,
+			"webhooks", cfg.WebhookSecret != "")
+	}
+	return api, nil
+}
+
+// newNotifier is the webhook step of a worker; without a secret it sends
+// nothing, and the API refuses callback URLs.
+func newNotifier(cfg config.Config) *activities.Notifier {
+	return &activities.Notifier{Secret: []byte(cfg.WebhookSecret)}
+}
