@@ -111,7 +111,7 @@ func flacSeconds(b []byte) (float64, error) {
 
 // run transcribes path at the given concurrency and returns the transcript
 // and how long the engine was busy, from first request to last answer.
-func (s *chunkServer) run(t *testing.T, path string, concurrency int) (transcript.Document, time.Duration, int) {
+func (s *chunkServer) run(t testing.TB, path string, concurrency int) (transcript.Document, time.Duration, int) {
 	t.Helper()
 	s.mu.Lock()
 	s.maxInFlight, s.sizes, s.first, s.problems = 0, nil, time.Time{}, nil

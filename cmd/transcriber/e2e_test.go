@@ -40,7 +40,7 @@ type result struct {
 	took           time.Duration
 }
 
-func runCLI(t *testing.T, getenv func(string) string, args ...string) result {
+func runCLI(t testing.TB, getenv func(string) string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -62,7 +62,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func requireSpeechTools(t *testing.T) {
+func requireSpeechTools(t testing.TB) {
 	t.Helper()
 	testaudio.Require(t)
 	if _, err := os.Stat("/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"); err != nil {

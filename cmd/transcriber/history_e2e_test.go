@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -40,7 +41,8 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	aai := assemblyaitest.New(t, "aai-key")
 	aai.SetResult(testaudio.GoForwardText, "en_us", nil)
 	u := startUp(t, t.TempDir(), "OPENAI_BASE_URL", engine.URL+"/v1",
-		"ASSEMBLYAI_BASE_URL", aai.URL(), "ASSEMBLYAI_API_KEY", "aai-key", "ASSEMBLYAI_POLL_INTERVAL", "1s")
+		"ASSEMBLYAI_BASE_URL", aai.URL(), "ASSEMBLYAI_API_KEY", "aai-key", "ASSEMBLYAI_POLL_INTERVAL", "1s",
+		"TRANSCRIBER_CHUNK_DURATION", "30s")
 	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +92,12 @@ func TestRecordWorkflowHistories(t *testing.T) {
 		t.Fatalf("assemblyai: %s", r.stderr)
 	}
 	histories["done-assemblyai-polled"] = cliJobID(t, note, "assemblyai")
+
+	long, _ := testaudio.Long(t, dir, 70*time.Second, time.Second)
+	if r := runCLI(t, with("TRANSCRIBER_ENGINE", "openai"), "transcribe", long); r.code != 0 {
+		t.Fatalf("chunked: %s", r.stderr)
+	}
+	histories["done-chunked-openai"] = cliJobID(t, long, "openai")
 
 	blocking := newBlockingEngine(t, testaudio.GoForwardText)
 	u2 := startUp(t, t.TempDir(), "OPENAI_BASE_URL", blocking.URL+"/v1")
