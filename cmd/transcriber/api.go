@@ -31,7 +31,7 @@ must see too. Workers do the jobs it starts.`)
 // newAPI builds the job API of a role that serves one, and says in the log
 // whether it is on and, when it is not, how to turn it on. Tokens are
 // never logged, only how many there are.
-func newAPI(cfg config.Config, c client.Client, blobs *blob.Local, logger *slog.Logger) (*httpapi.API, error) {
+func newAPI(cfg config.Config, c client.Client, blobs blob.Store, logger *slog.Logger) (*httpapi.API, error) {
 	api, err := httpapi.NewAPI(httpapi.APIOptions{
 		Tokens:         cfg.APITokens,
 		Jobs:           &jobs.Service{Client: c, Namespace: cfg.TemporalNamespace},

@@ -186,7 +186,7 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 
 // newActivities wires the steps to the engines and stores the
 // configuration selects.
-func newActivities(cfg config.Config, blobs *blob.Local, tel *telemetry, tg *telegram.Client) (*activities.Activities, error) {
+func newActivities(cfg config.Config, blobs blob.Store, tel *telemetry, tg *telegram.Client) (*activities.Activities, error) {
 	tools, err := audio.NewTools()
 	if err != nil {
 		return nil, err
@@ -319,7 +319,7 @@ func policyFrom(cfg config.Config) workflows.Policy {
 }
 
 // startWorker wires the steps and starts a worker; stop drains it.
-func startWorker(cfg config.Config, c client.Client, blobs *blob.Local, tel *telemetry, tg *telegram.Client) (stop func(), err error) {
+func startWorker(cfg config.Config, c client.Client, blobs blob.Store, tel *telemetry, tg *telegram.Client) (stop func(), err error) {
 	acts, err := newActivities(cfg, blobs, tel, tg)
 	if err != nil {
 		return nil, err

@@ -84,7 +84,7 @@ func runJobs(ctx context.Context, args []string, env func(string) string, stdout
 	case "list":
 		return listJobs(ctx, c, cfg.TemporalNamespace, state, stdout)
 	case "show":
-		return showJob(ctx, c, cfg, id, asJSON, format, stdout)
+		return showJob(ctx, c, cfg, env, id, asJSON, format, stdout)
 	case "revive":
 		return reviveJob(ctx, c, id, stdout)
 	default:
@@ -123,7 +123,7 @@ func listJobs(ctx context.Context, c client.Client, namespace, state string, w i
 	return tw.Flush()
 }
 
-func showJob(ctx context.Context, c client.Client, cfg config.Config, id string, asJSON bool, format string, w io.Writer) error {
+func showJob(ctx context.Context, c client.Client, cfg config.Config, getenv func(string) string, id string, asJSON bool, format string, w io.Writer) error {
 	st, err := queryStatus(ctx, c, id)
 	if err != nil {
 		return notFound(id, err)
@@ -190,13 +190,13 @@ func showJob(ctx context.Context, c client.Client, cfg config.Config, id string,
 		return err
 	}
 	if st.State == job.Done && st.TranscriptKey != "" {
-		blobs, err := blob.NewLocal(cfg.BlobDir())
+		blobs, err := blob.OpenStore(ctx, cfg.BlobURL, cfg.DataDir, getenv)
 		if err != nil {
 			return err
 		}
 		doc, err := readTranscript(ctx, blobs, st.TranscriptKey)
 		if err != nil {
-			return fmt.Errorf("transcript of job %s is not in %s (a worker on another machine may hold it): %w", id, cfg.BlobDir(), err)
+			return fmt.Errorf("transcript of job %s is not in %s (a worker on another machine may hold it): %w", id, blobs, err)
 		}
 		fmt.Fprintln(w, "transcript:")
 		return transcript.Render(w, doc, format)
@@ -204,7 +204,7 @@ func showJob(ctx context.Context, c client.Client, cfg config.Config, id string,
 	return nil
 }
 
-func readTranscript(ctx context.Context, blobs *blob.Local, key string) (transcript.Document, error) {
+func readTranscript(ctx context.Context, blobs blob.Store, key string) (transcript.Document, error) {
 	r, err := blobs.Open(ctx, key)
 	if err != nil {
 		return transcript.Document{}, err

@@ -68,7 +68,7 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	}
 
 	logger := newLogger(cfg, stderr)
-	blobDir := cfg.BlobDir()
+	var blobDir string
 	mode := dialLocal
 	if cfg.TemporalAddress == "" {
 		// A one-shot run keeps nothing: its server lives in memory and its
@@ -86,7 +86,12 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 			logger = newLogger(cfg, stderr)
 		}
 	}
-	blobs, err := blob.NewLocal(blobDir)
+	var blobs blob.Store
+	if mode == embedEphemeral {
+		blobs, err = blob.NewLocal(blobDir)
+	} else {
+		blobs, err = blob.OpenStore(ctx, cfg.BlobURL, cfg.DataDir, env)
+	}
 	if err != nil {
 		return err
 	}
@@ -175,7 +180,7 @@ func checkInput(path string) error {
 
 // submitFile keeps the recording in the blob store, then starts its job.
 // The store comes first: a job never refers to bytes that are not kept.
-func submitFile(ctx context.Context, c client.Client, blobs *blob.Local, cfg config.Config, path, named, language string) (string, error) {
+func submitFile(ctx context.Context, c client.Client, blobs blob.Store, cfg config.Config, path, named, language string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -291,7 +296,7 @@ func queryStatus(ctx context.Context, c client.Client, id string) (workflows.Sta
 	return st, nil
 }
 
-func printTranscript(ctx context.Context, w io.Writer, blobs *blob.Local, key, format string) error {
+func printTranscript(ctx context.Context, w io.Writer, blobs blob.Store, key, format string) error {
 	doc, err := readTranscript(ctx, blobs, key)
 	if err != nil {
 		return err

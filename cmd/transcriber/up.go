@@ -105,7 +105,7 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	if err := ensureSearchAttributes(ctx, conn.client, cfg.TemporalNamespace); err != nil {
 		return err
 	}
-	blobs, err := blob.NewLocal(cfg.BlobDir())
+	blobs, err := blob.OpenStore(ctx, cfg.BlobURL, cfg.DataDir, env)
 	if err != nil {
 		return err
 	}
