@@ -43,7 +43,7 @@ lint: vet
 	$(GO) run go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0 ./workflows/...
 
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
 
 clean:
 	rm -rf bin
