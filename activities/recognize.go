@@ -8,6 +8,8 @@ import (
 	"mime"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+
 	"github.com/transcriber/transcriber/internal/engine"
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/transcript"
@@ -86,7 +88,10 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	stop := heartbeat(ctx, heartbeatEvery)
 	defer stop()
 	start := time.Now()
-	sub, err := rec.Submit(ctx, engine.Request{AudioPath: path, Language: in.Language, Prompt: in.Prompt, Duration: in.Duration})
+	sub, err := rec.Submit(ctx, engine.Request{
+		AudioPath: path, Language: in.Language, Prompt: in.Prompt, Duration: in.Duration,
+		JobID: activity.GetInfo(ctx).WorkflowExecution.ID,
+	})
 	a.observe(in.Engine, start)
 	if err != nil {
 		return Recognition{}, err

@@ -32,6 +32,9 @@ const (
 	UpdateSetLanguage = "set_language"
 	// UpdateAnnotate sets the owner's title and note; returns Status.
 	UpdateAnnotate = "annotate"
+	// SignalEngineCallback tells the job that an engine called back about
+	// one of its operations (EngineCallback), so it checks it at once.
+	SignalEngineCallback = "engine_callback"
 )
 
 // Search attributes, upserted on every state change so that operators find

@@ -126,11 +126,16 @@ type jobState struct {
 	// failedChunk is the index of the chunk whose failure stopped the
 	// recognition, -1 when none did.
 	failedChunk int
+	// called holds the operations an engine called back about that the job
+	// has not checked since; checked are those already settled, whose
+	// repeated callbacks are ignored.
+	called  map[string]bool
+	checked map[string]bool
 }
 
 func newJob(ctx workflow.Context, in Input) *jobState {
 	if in.Resume != nil {
-		return &jobState{s: *in.Resume, failedChunk: -1}
+		return &jobState{s: *in.Resume, failedChunk: -1, called: map[string]bool{}, checked: map[string]bool{}}
 	}
 	info := workflow.GetInfo(ctx)
 	now := workflow.Now(ctx)
@@ -148,7 +153,7 @@ func newJob(ctx workflow.Context, in Input) *jobState {
 	if p.ParkFor <= 0 {
 		p.ParkFor = DefaultParkFor
 	}
-	return &jobState{failedChunk: -1, s: Status{
+	return &jobState{failedChunk: -1, called: map[string]bool{}, checked: map[string]bool{}, s: Status{
 		JobID:      info.WorkflowExecution.ID,
 		State:      job.Accepted,
 		Source:     in.Source,
@@ -212,6 +217,22 @@ func (j *jobState) handle(ctx workflow.Context) error {
 	); err != nil {
 		return fmt.Errorf("register %s update: %w", UpdateAnnotate, err)
 	}
+	callbacks := workflow.GetSignalChannel(ctx, SignalEngineCallback)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var cb EngineCallback
+			callbacks.Receive(ctx, &cb)
+			if ctx.Err() != nil {
+				return
+			}
+			if cb.OperationID == "" || j.checked[cb.OperationID] {
+				workflow.GetLogger(ctx).Info("engine callback ignored: no operation of this job waits for it",
+					"job_id", j.s.JobID, "operation_id", cb.OperationID)
+				continue
+			}
+			j.called[cb.OperationID] = true
+		}
+	})
 	revive := workflow.GetSignalChannel(ctx, SignalRevive)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
@@ -331,9 +352,15 @@ func (j *jobState) recognize(ctx workflow.Context, p *Piece, chunk bool) error {
 		if p.FirstCheckAfter > 0 {
 			wait = p.FirstCheckAfter
 		}
-		if err := workflow.Sleep(ctx, min(wait, p.OperationDeadline.Sub(workflow.Now(ctx)))); err != nil {
+		// A callback from the engine ends the wait early; without one the
+		// fixed interval decides.
+		op := p.OperationID
+		if _, err := workflow.AwaitWithTimeout(ctx, min(wait, p.OperationDeadline.Sub(workflow.Now(ctx))), func() bool {
+			return j.called[op]
+		}); err != nil {
 			return err
 		}
+		delete(j.called, op)
 		p.FirstCheckAfter = 0
 		var rec activities.Recognition
 		err := workflow.ExecuteActivity(j.stepOptions(ctx, checkTimeout, 0), a.CheckRecognition, activities.CheckInput{
@@ -343,6 +370,7 @@ func (j *jobState) recognize(ctx workflow.Context, p *Piece, chunk bool) error {
 			return err
 		}
 		if rec.Done {
+			j.checked[op] = true
 			p.recognized(rec)
 			return nil
 		}

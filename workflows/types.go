@@ -145,6 +145,15 @@ type Result struct {
 	Failure       *job.Failure `json:"failure,omitempty"`
 }
 
+// EngineCallback is the argument of the engine_callback signal: the
+// engine's word that an operation finished. It only wakes the job; the job
+// still checks the operation itself, so a forged or stale callback costs
+// one check and changes nothing.
+type EngineCallback struct {
+	OperationID string `json:"operation_id"`
+	Status      string `json:"status,omitempty"`
+}
+
 // SetLanguageRequest is the argument of the set_language update.
 type SetLanguageRequest struct {
 	Language string `json:"language"`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
@@ -32,6 +34,7 @@ import (
 	"github.com/transcriber/transcriber/internal/engine/local"
 	"github.com/transcriber/transcriber/internal/engine/openai"
 	"github.com/transcriber/transcriber/internal/engine/speechkit"
+	"github.com/transcriber/transcriber/internal/httpapi"
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/metrics"
 	"github.com/transcriber/transcriber/internal/telegram"
@@ -212,7 +215,10 @@ func newActivities(cfg config.Config, blobs blob.Store, tel *telemetry, tg *tele
 	engines[oa.Name()] = oa
 	pollInterval := map[string]time.Duration{}
 	if cfg.AssemblyAIAPIKey != "" {
-		aai, err := assemblyai.New(assemblyai.Config{BaseURL: cfg.AssemblyAIBaseURL, APIKey: cfg.AssemblyAIAPIKey, PollInterval: cfg.AssemblyAIPoll}, nil)
+		aai, err := assemblyai.New(assemblyai.Config{
+			BaseURL: cfg.AssemblyAIBaseURL, APIKey: cfg.AssemblyAIAPIKey, PollInterval: cfg.AssemblyAIPoll,
+			WebhookURL: cfg.AssemblyAIWebhook, WebhookSecret: cfg.AssemblyAIWebhookSecret,
+		}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -331,4 +337,24 @@ func startWorker(cfg config.Config, c client.Client, blobs blob.Store, tel *tele
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
 	return w.Stop, nil
+}
+
+// engineCallbacks receives engines' calls about finished operations when a
+// secret for them is configured; nil turns the endpoint off.
+func engineCallbacks(cfg config.Config, c client.Client, logger *slog.Logger) *httpapi.EngineCallbacks {
+	if cfg.AssemblyAIWebhookSecret == "" {
+		return nil
+	}
+	return &httpapi.EngineCallbacks{
+		Secret: cfg.AssemblyAIWebhookSecret,
+		Logger: logger,
+		Notify: func(ctx context.Context, jobID string, cb workflows.EngineCallback) error {
+			err := c.SignalWorkflow(ctx, jobID, "", workflows.SignalEngineCallback, cb)
+			var notFound *serviceerror.NotFound
+			if errors.As(err, &notFound) {
+				return httpapi.ErrJobNotRunning
+			}
+			return err
+		},
+	}
 }

@@ -131,8 +131,9 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	}
 	srv := &http.Server{
 		Handler: httpapi.NewHandler(httpapi.Options{
-			API:      api,
-			Gatherer: tel.reg,
+			API:       api,
+			Callbacks: engineCallbacks(cfg, conn.client, logger),
+			Gatherer:  tel.reg,
 			Ready: map[string]httpapi.Check{
 				"temporal": func(ctx context.Context) error {
 					_, err := conn.client.CheckHealth(ctx, &client.CheckHealthRequest{})

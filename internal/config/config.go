@@ -51,16 +51,20 @@ type Config struct {
 	AssemblyAIBaseURL string
 	AssemblyAIAPIKey  string
 	AssemblyAIPoll    time.Duration
-	SpeechKit         SpeechKit
-	TelegramToken     string
-	TelegramEndpoint  string
-	TelegramAllowed   []string
-	APITokens         []string
-	MaxUploadBytes    int64
-	APIWait           time.Duration
-	WebhookSecret     string
-	LogLevel          slog.Level
-	LogFormat         string
+	// AssemblyAIWebhook is this service's callback endpoint as AssemblyAI
+	// reaches it; AssemblyAIWebhookSecret derives each job's token.
+	AssemblyAIWebhook       string
+	AssemblyAIWebhookSecret string
+	SpeechKit               SpeechKit
+	TelegramToken           string
+	TelegramEndpoint        string
+	TelegramAllowed         []string
+	APITokens               []string
+	MaxUploadBytes          int64
+	APIWait                 time.Duration
+	WebhookSecret           string
+	LogLevel                slog.Level
+	LogFormat               string
 }
 
 // SpeechKit locates Yandex SpeechKit and holds its credentials: an API key
@@ -164,6 +168,10 @@ var settings = []setting{
 			c.AssemblyAIPoll, err = time.ParseDuration(strings.TrimSpace(v))
 			return err
 		}},
+	{"ASSEMBLYAI_WEBHOOK_URL", "assemblyai-webhook-url", "", "public URL of /v1/callbacks/assemblyai on this service; set, AssemblyAI calls it when a transcript is ready instead of waiting for the next check",
+		func(c *Config, v string) error { c.AssemblyAIWebhook = strings.TrimSpace(v); return nil }},
+	{"ASSEMBLYAI_WEBHOOK_SECRET", "", "", "key that makes each job's callback token for AssemblyAI; needed with ASSEMBLYAI_WEBHOOK_URL and by every role that receives the callbacks (environment only)",
+		func(c *Config, v string) error { c.AssemblyAIWebhookSecret = strings.TrimSpace(v); return nil }},
 	{"SPEECHKIT_API_KEY", "", "", "Yandex SpeechKit API key (environment only)",
 		func(c *Config, v string) error { c.SpeechKit.APIKey = strings.TrimSpace(v); return nil }},
 	{"SPEECHKIT_IAM_TOKEN", "", "", "Yandex Cloud IAM token, instead of an API key (environment only)",
@@ -317,6 +325,15 @@ func (c Config) Validate() error {
 	}
 	if c.SpeechKit.PollInterval < time.Second {
 		errs = append(errs, errors.New("SPEECHKIT_POLL_INTERVAL must be at least 1s"))
+	}
+	if c.AssemblyAIWebhook != "" {
+		u, err := url.Parse(c.AssemblyAIWebhook)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, errors.New("ASSEMBLYAI_WEBHOOK_URL must be an http(s) URL such as https://transcriber.example.com/v1/callbacks/assemblyai"))
+		}
+		if c.AssemblyAIWebhookSecret == "" {
+			errs = append(errs, errors.New("ASSEMBLYAI_WEBHOOK_URL needs ASSEMBLYAI_WEBHOOK_SECRET"))
+		}
 	}
 	if c.AssemblyAIPoll < time.Second {
 		errs = append(errs, errors.New("ASSEMBLYAI_POLL_INTERVAL must be at least 1s"))

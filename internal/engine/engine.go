@@ -26,6 +26,9 @@ type Request struct {
 	// Prompt is text that guides the recognition (names, terms, style), for
 	// engines that take one; empty for none.
 	Prompt string
+	// JobID names the job, for engines that call back when an operation
+	// finishes.
+	JobID string
 }
 
 // Segment is a stretch of recognised speech with its place in the audio.

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -115,4 +118,17 @@ func IsLanguageCode(s string) bool {
 		}
 	}
 	return true
+}
+
+// CallbackHeader carries the token of an engine's callback to this
+// service, for providers that let the caller choose a header.
+const CallbackHeader = "X-Transcriber-Callback-Token"
+
+// CallbackToken authenticates an engine's callback about one job: an HMAC
+// of the job id under the operator's secret, so a token that leaks with one
+// callback URL is worth nothing for any other job.
+func CallbackToken(secret, jobID string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(jobID))
+	return hex.EncodeToString(m.Sum(nil))
 }

@@ -26,6 +26,8 @@ type Options struct {
 	Ready map[string]Check
 	// API, when set, is served under /v1.
 	API *API
+	// Callbacks, when set, receives engines' calls under /v1/callbacks.
+	Callbacks *EngineCallbacks
 }
 
 // NewHandler returns the router of the HTTP server.
@@ -48,6 +50,9 @@ func NewHandler(opts Options) http.Handler {
 		writeJSON(w, status, map[string]any{"ready": status == http.StatusOK, "checks": checks})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	if opts.Callbacks != nil {
+		opts.Callbacks.mount(mux)
+	}
 	if opts.API == nil {
 		return mux
 	}

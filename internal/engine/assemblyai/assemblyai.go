@@ -56,6 +56,13 @@ type Config struct {
 	// PollInterval is the wait the caller should leave between checks;
 	// DefaultPollInterval when zero or negative.
 	PollInterval time.Duration
+	// WebhookURL, when set, is this service's callback endpoint as
+	// AssemblyAI can reach it; AssemblyAI then calls it the moment a
+	// transcript finishes, and the job checks at once instead of at its next
+	// poll. WebhookSecret signs each job's callback token and is required
+	// with it.
+	WebhookURL    string
+	WebhookSecret string
 }
 
 // Engine uploads a file, creates a transcript of it and polls the transcript.
@@ -64,6 +71,8 @@ type Engine struct {
 	transcriptURL string
 	apiKey        string
 	pollInterval  time.Duration
+	webhookURL    *url.URL
+	webhookSecret string
 	client        *http.Client
 	maxResponse   int64
 }
@@ -100,11 +109,23 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 	// cannot resend the streamed body anyway; surfacing the 3xx tells the
 	// operator to fix the base URL instead.
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	var hook *url.URL
+	if cfg.WebhookURL != "" {
+		hook, err = url.Parse(cfg.WebhookURL)
+		if err != nil || (hook.Scheme != "http" && hook.Scheme != "https") || hook.Host == "" || hook.User != nil {
+			return nil, errors.New("assemblyai engine: webhook URL must be an absolute http or https URL without credentials")
+		}
+		if cfg.WebhookSecret == "" {
+			return nil, errors.New("assemblyai engine: a webhook URL needs a webhook secret")
+		}
+	}
 	return &Engine{
 		uploadURL:     u.JoinPath("v2", "upload").String(),
 		transcriptURL: u.JoinPath("v2", "transcript").String(),
 		apiKey:        key,
 		pollInterval:  poll,
+		webhookURL:    hook,
+		webhookSecret: cfg.WebhookSecret,
 		client:        &c,
 		maxResponse:   defaultMaxResponse,
 	}, nil
@@ -132,6 +153,15 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 		create.LanguageCode = lang
 	} else {
 		create.LanguageDetection = true
+	}
+	if e.webhookURL != nil && req.JobID != "" {
+		hook := *e.webhookURL
+		q := hook.Query()
+		q.Set("job", req.JobID)
+		hook.RawQuery = q.Encode()
+		create.WebhookURL = hook.String()
+		create.WebhookAuthHeaderName = engine.CallbackHeader
+		create.WebhookAuthHeaderValue = engine.CallbackToken(e.webhookSecret, req.JobID)
 	}
 	payload, err := json.Marshal(create)
 	if err != nil {
@@ -422,6 +452,10 @@ type createRequest struct {
 	FormatText        bool   `json:"format_text"`
 	LanguageCode      string `json:"language_code,omitempty"`
 	LanguageDetection bool   `json:"language_detection,omitempty"`
+	// The webhook fields are AssemblyAI's documented callback settings.
+	WebhookURL             string `json:"webhook_url,omitempty"`
+	WebhookAuthHeaderName  string `json:"webhook_auth_header_name,omitempty"`
+	WebhookAuthHeaderValue string `json:"webhook_auth_header_value,omitempty"`
 }
 
 // transcript is the part of AssemblyAI's transcript object the engine reads.

@@ -842,3 +842,39 @@ func TestNormaliseLanguage(t *testing.T) {
 		})
 	}
 }
+
+// Scenario: AssemblyAI is asked to call back with a token for the job
+func TestSubmitAsksForWebhook(t *testing.T) {
+	srv := assemblyaitest.New(t, testKey)
+	if _, err := New(Config{BaseURL: srv.URL(), APIKey: testKey, WebhookURL: "https://t.example/v1/callbacks/assemblyai"}, nil); err == nil {
+		t.Error("New accepted a webhook URL without a secret")
+	}
+	if _, err := New(Config{BaseURL: srv.URL(), APIKey: testKey, WebhookURL: "https://u:p@t.example/cb", WebhookSecret: "s"}, nil); err == nil {
+		t.Error("New accepted a webhook URL with credentials")
+	}
+	e, err := New(Config{BaseURL: srv.URL(), APIKey: testKey, WebhookURL: "https://t.example/v1/callbacks/assemblyai", WebhookSecret: "s3cret"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, _ := writeAudio(t, "a.flac", 2048)
+	if _, err := e.Submit(context.Background(), engine.Request{AudioPath: path, JobID: "tg-42-7"}); err != nil {
+		t.Fatal(err)
+	}
+	created := srv.Created()[0]
+	if got := created["webhook_url"]; got != "https://t.example/v1/callbacks/assemblyai?job=tg-42-7" {
+		t.Errorf("webhook_url = %v", got)
+	}
+	if got := created["webhook_auth_header_name"]; got != engine.CallbackHeader {
+		t.Errorf("webhook_auth_header_name = %v; want %s", got, engine.CallbackHeader)
+	}
+	if got := created["webhook_auth_header_value"]; got != engine.CallbackToken("s3cret", "tg-42-7") || got == engine.CallbackToken("s3cret", "tg-42-8") {
+		t.Errorf("webhook_auth_header_value = %v; want the job's own token", got)
+	}
+	// Without a job id (or without a webhook) nothing is asked.
+	if _, err := e.Submit(context.Background(), engine.Request{AudioPath: path}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := srv.Created()[1]["webhook_url"]; ok {
+		t.Error("a webhook was asked for a request without a job")
+	}
+}

@@ -5,6 +5,7 @@
 package assemblyaitest
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -50,6 +51,7 @@ type Server struct {
 	created         []map[string]any
 	checks          int
 	requests        int
+	delivered       []delivery
 }
 
 type failure struct {
@@ -414,4 +416,80 @@ func newID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// delivery is one webhook call: where, with which header, what.
+type delivery struct {
+	url, header, value string
+	body               []byte
+}
+
+// Complete finishes every transcript still running, as "completed" (or
+// "error" after FailWith), and calls the webhook of each that asked for one
+// the way AssemblyAI does: a POST of {"transcript_id", "status"} with the
+// requested authentication header. It returns the status of each call.
+// With NeverFinish set, checks keep answering "processing" until then.
+func (s *Server) Complete() []int {
+	s.mu.Lock()
+	var calls []delivery
+	for _, t := range s.transcripts {
+		if t.final != nil {
+			continue
+		}
+		status := "completed"
+		if s.failMessage != "" {
+			status = "error"
+		}
+		t.final = s.render(t, status)
+		if d, ok := webhookOf(t, status); ok {
+			calls = append(calls, d)
+		}
+	}
+	s.delivered = append(s.delivered, calls...)
+	s.mu.Unlock()
+	return deliver(calls)
+}
+
+// Redeliver repeats every webhook call made so far, as AssemblyAI does when
+// it did not see an answer in time.
+func (s *Server) Redeliver() []int {
+	s.mu.Lock()
+	calls := append([]delivery(nil), s.delivered...)
+	s.mu.Unlock()
+	return deliver(calls)
+}
+
+func webhookOf(t *transcript, status string) (delivery, bool) {
+	u, _ := t.params["webhook_url"].(string)
+	if u == "" {
+		return delivery{}, false
+	}
+	name, _ := t.params["webhook_auth_header_name"].(string)
+	value, _ := t.params["webhook_auth_header_value"].(string)
+	body, _ := json.Marshal(map[string]string{"transcript_id": t.id, "status": status})
+	return delivery{url: u, header: name, value: value, body: body}, true
+}
+
+func deliver(calls []delivery) []int {
+	statuses := make([]int, 0, len(calls))
+	for _, d := range calls {
+		req, err := http.NewRequest(http.MethodPost, d.url, bytes.NewReader(d.body))
+		if err != nil {
+			statuses = append(statuses, 0)
+			continue
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if d.header != "" {
+			req.Header.Set(d.header, d.value)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			statuses = append(statuses, 0)
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		statuses = append(statuses, resp.StatusCode)
+	}
+	return statuses
 }
