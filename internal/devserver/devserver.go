@@ -1,10 +1,12 @@
 // Package devserver runs a complete Temporal server inside the transcriber
-// process: frontend, history, matching and worker services on loopback, SQLite
-// persistence (a file, or memory for one-shot runs) and, optionally, the
-// Temporal Web UI. It lets a single binary do what otherwise needs a cluster.
+// process: frontend, history, matching and worker services on loopback,
+// persistence in SQLite (a file, or memory for one-shot runs) or in
+// PostgreSQL and, optionally, the Temporal Web UI. It lets a single binary
+// do what otherwise needs a cluster.
 package devserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +31,8 @@ import (
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/transcriber/transcriber/internal/devserver/pgurl"
 )
 
 const clusterName = "active"
@@ -38,6 +42,10 @@ type Options struct {
 	// DatabaseFile is the SQLite file that holds all state. Empty keeps
 	// everything in memory: it is gone when the process ends.
 	DatabaseFile string
+	// Postgres, when set, keeps all state in PostgreSQL instead: the
+	// database it names, and its visibility database beside it. Missing
+	// databases are created and their schema set up or migrated at start.
+	Postgres *pgurl.URL
 	// Host is the address all services bind to; loopback unless the operator
 	// deliberately exposes the frontend.
 	Host string
@@ -61,6 +69,7 @@ type Server struct {
 	ui           *uiserver.Server
 	frontendAddr string
 	uiAddr       string
+	database     string
 	logLevel     *slog.LevelVar
 }
 
@@ -72,6 +81,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.Namespace == "" {
 		return nil, errors.New("devserver: namespace is required")
+	}
+	if opts.Postgres != nil && opts.DatabaseFile != "" {
+		return nil, errors.New("devserver: a database file and PostgreSQL are two places for one state; give one")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -102,14 +114,17 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	sqlConf := conf.Persistence.DataStores[sqliteplugin.PluginName].SQL
-	if err := prepareDatabase(sqlConf, opts); err != nil {
-		return nil, err
-	}
-
 	level := &slog.LevelVar{}
 	level.Set(opts.LogLevel)
-	logger := newServerLogger(opts.Logger, level)
+	var secret *redactor
+	if opts.Postgres != nil {
+		secret = newRedactor(opts.Postgres.Password)
+	}
+	logger := newServerLogger(opts.Logger, level, secret)
+	sqlConf := conf.Persistence.DataStores[conf.Persistence.DefaultStore].SQL
+	if err := prepareDatabase(sqlConf, opts, logger); err != nil {
+		return nil, secret.error(err)
+	}
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
 		return nil, fmt.Errorf("devserver authorizer: %w", err)
@@ -141,9 +156,9 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
 	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("devserver start: %w", err)
+		return nil, secret.error(fmt.Errorf("devserver start: %w", err))
 	}
-	s := &Server{server: srv, frontendAddr: conf.PublicClient.HostPort, logLevel: level}
+	s := &Server{server: srv, frontendAddr: conf.PublicClient.HostPort, database: describeDatabase(opts), logLevel: level}
 
 	if opts.UIAddr != "" {
 		host, portStr, _ := net.SplitHostPort(opts.UIAddr)
@@ -174,6 +189,21 @@ func (s *Server) FrontendAddr() string { return s.frontendAddr }
 // UIAddr is where the Web UI listens, or empty.
 func (s *Server) UIAddr() string { return s.uiAddr }
 
+// Database says where the state is kept, without credentials: a SQLite
+// file, memory, or a PostgreSQL URL without its password.
+func (s *Server) Database() string { return s.database }
+
+func describeDatabase(opts Options) string {
+	switch {
+	case opts.Postgres != nil:
+		return opts.Postgres.String()
+	case opts.DatabaseFile != "":
+		return "sqlite:" + opts.DatabaseFile
+	default:
+		return "memory"
+	}
+}
+
 // Stop shuts the UI and all server services down.
 func (s *Server) Stop() error {
 	// While its services stop one by one, the server's internal clients
@@ -190,20 +220,7 @@ func buildConfig(opts Options) (*config.Config, error) {
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
 	conf.Global.Membership.BroadcastAddress = opts.Host
 
-	sqlConf := &config.SQL{PluginName: sqliteplugin.PluginName}
-	if opts.DatabaseFile == "" {
-		// The SQLite plugin creates the schema of a memory database itself and
-		// keeps its connection for the life of the process.
-		sqlConf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
-		sqlConf.DatabaseName = "transcriber-" + strconv.FormatUint(rand.Uint64(), 36)
-	} else {
-		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc"}
-		sqlConf.DatabaseName = opts.DatabaseFile
-	}
-	conf.Persistence.DefaultStore = sqliteplugin.PluginName
-	conf.Persistence.VisibilityStore = sqliteplugin.PluginName
-	conf.Persistence.NumHistoryShards = 1
-	conf.Persistence.DataStores = map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlConf}}
+	conf.Persistence = persistenceConfig(opts)
 
 	frontend := net.JoinHostPort(opts.Host, strconv.Itoa(opts.FrontendPort))
 	httpPort, err := freePort(opts.Host)
@@ -248,11 +265,46 @@ func buildConfig(opts Options) (*config.Config, error) {
 	return &conf, nil
 }
 
-// prepareDatabase creates the schema for a new database file and registers
-// the namespace with its search attributes. Both are no-ops when present, so a
-// restart reuses everything the file already holds.
-func prepareDatabase(sqlConf *config.SQL, opts Options) error {
-	if opts.DatabaseFile != "" {
+func persistenceConfig(opts Options) config.Persistence {
+	if u := opts.Postgres; u != nil {
+		return config.Persistence{
+			DefaultStore:     "default",
+			VisibilityStore:  "visibility",
+			NumHistoryShards: postgresShards,
+			DataStores: map[string]config.DataStore{
+				"default":    {SQL: postgresSQL(*u, u.Database)},
+				"visibility": {SQL: postgresSQL(*u, u.VisibilityDatabase())},
+			},
+		}
+	}
+	sqlConf := &config.SQL{PluginName: sqliteplugin.PluginName}
+	if opts.DatabaseFile == "" {
+		// The SQLite plugin creates the schema of a memory database itself and
+		// keeps its connection for the life of the process.
+		sqlConf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
+		sqlConf.DatabaseName = "transcriber-" + strconv.FormatUint(rand.Uint64(), 36)
+	} else {
+		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc"}
+		sqlConf.DatabaseName = opts.DatabaseFile
+	}
+	// One store serves both roles: SQLite keeps visibility in the same file.
+	return config.Persistence{
+		DefaultStore:     sqliteplugin.PluginName,
+		VisibilityStore:  sqliteplugin.PluginName,
+		NumHistoryShards: 1,
+		DataStores:       map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlConf}},
+	}
+}
+
+// prepareDatabase creates the schema of a new database and registers the
+// namespace with its search attributes. Both are no-ops when present, so a
+// restart reuses everything the database already holds.
+func prepareDatabase(sqlConf *config.SQL, opts Options, logger serverLogger) error {
+	if opts.Postgres != nil {
+		if err := preparePostgres(context.Background(), *opts.Postgres, logger); err != nil {
+			return fmt.Errorf("devserver: %w", err)
+		}
+	} else if opts.DatabaseFile != "" {
 		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
 			if err := os.MkdirAll(filepath.Dir(opts.DatabaseFile), 0o750); err != nil {
 				return fmt.Errorf("devserver data dir: %w", err)
@@ -270,6 +322,9 @@ func prepareDatabase(sqlConf *config.SQL, opts Options) error {
 		return fmt.Errorf("devserver namespace %s: %w", opts.Namespace, err)
 	}
 	ns.Detail.Config.Retention = durationpb.New(opts.Retention)
+	// Despite its package, CreateNamespaces writes through whichever SQL
+	// plugin sqlConf names, PostgreSQL included; the search attributes map
+	// onto the same pre-made columns of SQL visibility.
 	if err := sqliteschema.CreateNamespaces(sqlConf, ns); err != nil {
 		return fmt.Errorf("devserver namespace %s: %w", opts.Namespace, err)
 	}

@@ -2,6 +2,7 @@ package devserver
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"go.temporal.io/server/common/log"
@@ -14,12 +15,14 @@ import (
 type serverLogger struct {
 	log   *slog.Logger
 	level *slog.LevelVar
+	// secret, when set, keeps a database password out of what is logged.
+	secret *redactor
 }
 
 var _ log.Logger = serverLogger{}
 
-func newServerLogger(l *slog.Logger, level *slog.LevelVar) serverLogger {
-	return serverLogger{log: l.With("component", "temporal-server"), level: level}
+func newServerLogger(l *slog.Logger, level *slog.LevelVar, secret *redactor) serverLogger {
+	return serverLogger{log: l.With("component", "temporal-server"), level: level, secret: secret}
 }
 
 func (l serverLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
@@ -28,9 +31,15 @@ func (l serverLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
 	}
 	attrs := make([]slog.Attr, 0, len(tags))
 	for _, t := range tags {
-		attrs = append(attrs, slog.Any(t.Key(), t.Value()))
+		v := t.Value()
+		if l.secret != nil {
+			if s := fmt.Sprint(v); l.secret.redact(s) != s {
+				v = l.secret.redact(s)
+			}
+		}
+		attrs = append(attrs, slog.Any(t.Key(), v))
 	}
-	l.log.LogAttrs(context.Background(), level, msg, attrs...)
+	l.log.LogAttrs(context.Background(), level, l.secret.redact(msg), attrs...)
 }
 
 func (l serverLogger) Debug(msg string, tags ...tag.Tag)  { l.emit(slog.LevelDebug, msg, tags) }
