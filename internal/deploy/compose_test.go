@@ -127,6 +127,34 @@ func TestComposeFileLoads(t *testing.T) {
 	}
 }
 
+// Scenario: Every variable of the compose file is documented in the README
+func TestComposeVariablesDocumented(t *testing.T) {
+	var compose strings.Builder
+	for _, line := range strings.Split(readFile(t, "docker-compose.yml"), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			compose.WriteString(line + "\n")
+		}
+	}
+	readme := readFile(t, "README.md")
+	start := strings.Index(readme, "## Running at scale")
+	if start < 0 {
+		t.Fatal(`README has no "Running at scale" section`)
+	}
+	section := readme[start:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	vars := regexp.MustCompile(`\$\{([A-Z][A-Z0-9_]*)`).FindAllStringSubmatch(compose.String(), -1)
+	if len(vars) == 0 {
+		t.Fatal("docker-compose.yml uses no variables")
+	}
+	for _, m := range vars {
+		if !strings.Contains(section, "`"+m[1]+"`") {
+			t.Errorf("${%s} is not in README's Running at scale table", m[1])
+		}
+	}
+}
+
 // Scenario: Every transcriber role gets the settings it needs and only settings transcriber knows
 func TestComposeRolesAreWired(t *testing.T) {
 	p := project(t)
