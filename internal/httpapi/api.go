@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -314,11 +313,3 @@ func (p *plainErrorWriter) Write(b []byte) (int, error) {
 }
 
 func (p *plainErrorWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
-
-func writeJSONIndent(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}

@@ -75,8 +75,7 @@ func TestOpenAITranscription(t *testing.T) {
 		wantError(t, h.do(t, post(map[string]string{"response_format": "xml"}, ogg)), http.StatusBadRequest, "invalid_response_format")
 		wantError(t, h.do(t, post(map[string]string{"no_model": "1"}, ogg)), http.StatusBadRequest, "missing_model")
 		wantError(t, h.do(t, post(map[string]string{"stream": "true"}, ogg)), http.StatusBadRequest, "unsupported_stream")
-		w := h.do(t, raw(ogg, ""))
-		w = h.do(t, func() *http.Request { r := raw(ogg, ""); r.URL.Path = "/v1/audio/transcriptions"; return r }())
+		w := h.do(t, func() *http.Request { r := raw(ogg, ""); r.URL.Path = "/v1/audio/transcriptions"; return r }())
 		wantError(t, w, http.StatusBadRequest, "invalid_request")
 		if w.Header().Get("X-Should-Retry") != "false" {
 			t.Errorf("X-Should-Retry = %q; want false, so SDKs do not send it again", w.Header().Get("X-Should-Retry"))
