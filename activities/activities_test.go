@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -105,6 +106,9 @@ func newFixture(t *testing.T, eng *fakeEngine) *fixture {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	env := suite.NewTestActivityEnvironment()
+	// The worker's interceptor puts the job id on every record, as in
+	// production.
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&Interceptor{}}})
 	env.RegisterActivity(acts)
 	return &fixture{acts: acts, blobs: blobs, env: env, logs: logs}
 }
@@ -423,7 +427,7 @@ func TestSendReply(t *testing.T) {
 			logs := f.logs.String()
 			if tc.wantReason != "" {
 				if !strings.Contains(logs, "level="+tc.wantLevel+" msg=\"reply undelivered\"") ||
-					!strings.Contains(logs, "job_id="+tc.reply.JobID) || !strings.Contains(logs, "reason="+tc.wantReason) {
+					!strings.Contains(logs, "job_id=default-test-workflow-id step=SendReply") || !strings.Contains(logs, "reason="+tc.wantReason) {
 					t.Errorf("log lacks a %s record with job id and reason:\n%s", tc.wantLevel, logs)
 				}
 			} else if strings.Contains(logs, "undelivered") {

@@ -6,18 +6,45 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/transcriber/transcriber/internal/metrics"
 )
 
 // Interceptor counts every executed activity by outcome (success, failure,
-// cancelled) and logs each failure once, at WARN, with the job id and
-// failure kind. Idle workers run
-// nothing and so count and log nothing.
+// cancelled) and logs each failure once, at WARN, with the failure kind.
+// Idle workers run nothing and so count and log nothing. Every record a
+// step or a job logs carries job_id and step (the step's or the job's
+// state), besides the SDK's WorkflowID, so that one job's records are found
+// by one field in JSON logs.
 type Interceptor struct {
 	interceptor.WorkerInterceptorBase
 	Metrics *metrics.Metrics
+}
+
+// InterceptWorkflow implements interceptor.WorkerInterceptor.
+func (i *Interceptor) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &workflowInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
+}
+
+type workflowInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+}
+
+func (w *workflowInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	return w.Next.Init(&workflowOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: outbound}})
+}
+
+type workflowOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+}
+
+// GetLogger adds the job id; the workflow adds the step, which only it
+// knows.
+func (w *workflowOutbound) GetLogger(ctx workflow.Context) log.Logger {
+	return log.With(w.Next.GetLogger(ctx), "job_id", workflow.GetInfo(ctx).WorkflowExecution.ID)
 }
 
 // InterceptActivity implements interceptor.WorkerInterceptor.
@@ -28,6 +55,19 @@ func (i *Interceptor) InterceptActivity(ctx context.Context, next interceptor.Ac
 type activityInbound struct {
 	interceptor.ActivityInboundInterceptorBase
 	m *metrics.Metrics
+}
+
+func (a *activityInbound) Init(outbound interceptor.ActivityOutboundInterceptor) error {
+	return a.Next.Init(&activityOutbound{ActivityOutboundInterceptorBase: interceptor.ActivityOutboundInterceptorBase{Next: outbound}})
+}
+
+type activityOutbound struct {
+	interceptor.ActivityOutboundInterceptorBase
+}
+
+func (a *activityOutbound) GetLogger(ctx context.Context) log.Logger {
+	info := activity.GetInfo(ctx)
+	return log.With(a.Next.GetLogger(ctx), "job_id", info.WorkflowExecution.ID, "step", info.ActivityType.Name)
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
@@ -47,7 +87,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 			kind = "timeout"
 		}
 		log := activity.GetLogger(ctx)
-		attrs := []any{"job_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name, "kind", kind, "error", err.Error()}
+		attrs := []any{"kind", kind, "error", err.Error()}
 		if outcome == "cancelled" {
 			// The job was cancelled or the step's lease moved elsewhere:
 			// nothing failed here.

@@ -65,11 +65,11 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 	}
 	r, ok := a.Repliers[in.Source]
 	if !ok {
-		a.undelivered(ctx, in.JobID, in.Source, UndeliveredIntakeNotRunning)
+		a.undelivered(ctx, in.Source, UndeliveredIntakeNotRunning)
 		return nil
 	}
 	if in.Recipient == nil || in.Recipient.ChatID == 0 {
-		a.undelivered(ctx, in.JobID, in.Source, UndeliveredRecipientMissing)
+		a.undelivered(ctx, in.Source, UndeliveredRecipientMissing)
 		return nil
 	}
 	out := Outcome{JobID: in.JobID, Recipient: *in.Recipient, State: in.State, Failure: in.Failure}
@@ -94,7 +94,7 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 	stop()
 	var sf serviceFailure
 	if err != nil && ctx.Err() == nil && errors.As(err, &sf) && !sf.Temporary() {
-		a.undelivered(ctx, in.JobID, in.Source, UndeliveredRecipientRefused)
+		a.undelivered(ctx, in.Source, UndeliveredRecipientRefused)
 		return nil
 	}
 	return classify(ctx, in.Call, err)
@@ -116,14 +116,14 @@ func (a *Activities) readTranscript(ctx context.Context, key string) (transcript
 // undelivered records a reply that will not reach its sender: a WARN for
 // the configurations that explain it, an ERROR for a job that lacks its
 // chat, which only a damaged record can. Never the text.
-func (a *Activities) undelivered(ctx context.Context, jobID string, source job.Source, reason string) {
+func (a *Activities) undelivered(ctx context.Context, source job.Source, reason string) {
 	if a.Metrics != nil {
 		a.Metrics.RepliesUndelivered.WithLabelValues(reason).Inc()
 	}
 	log := activity.GetLogger(ctx)
 	if reason == UndeliveredRecipientMissing {
-		log.Error("reply undelivered", "job_id", jobID, "source", string(source), "reason", reason)
+		log.Error("reply undelivered", "source", string(source), "reason", reason)
 		return
 	}
-	log.Warn("reply undelivered", "job_id", jobID, "source", string(source), "reason", reason)
+	log.Warn("reply undelivered", "source", string(source), "reason", reason)
 }

@@ -49,7 +49,7 @@ func (j *jobState) notify(ctx workflow.Context, state job.State) {
 		})
 		err := workflow.ExecuteActivity(actx, notifier.Notify, in).Get(ctx, nil)
 		if err != nil && ctx.Err() == nil {
-			workflow.GetLogger(ctx).Warn("webhook not delivered", "job_id", j.s.JobID, "state", string(state), "error", err)
+			j.logger(ctx).Warn("webhook not delivered", "state", string(state), "error", err)
 		}
 	}
 	if state == job.Done {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -226,8 +227,7 @@ func (j *jobState) handle(ctx workflow.Context) error {
 				return
 			}
 			if cb.OperationID == "" || j.checked[cb.OperationID] {
-				workflow.GetLogger(ctx).Info("engine callback ignored: no operation of this job waits for it",
-					"job_id", j.s.JobID, "operation_id", cb.OperationID)
+				j.logger(ctx).Info("engine callback ignored: no operation of this job waits for it", "operation_id", cb.OperationID)
 				continue
 			}
 			j.called[cb.OperationID] = true
@@ -243,7 +243,7 @@ func (j *jobState) handle(ctx workflow.Context) error {
 			if j.parked {
 				j.revived = true
 			} else {
-				workflow.GetLogger(ctx).Info("revive ignored: the job is not failed or dead", "job_id", j.s.JobID, "state", string(j.s.State))
+				j.logger(ctx).Info("revive ignored: the job is not failed or dead", "state", string(j.s.State))
 			}
 		}
 	})
@@ -448,6 +448,12 @@ func (j *jobState) recognizeChunks(ctx workflow.Context) error {
 	return nil
 }
 
+// logger is the workflow's logger with the job's current state as the
+// step; the worker's interceptor adds the job id.
+func (j *jobState) logger(ctx workflow.Context) log.Logger {
+	return log.With(workflow.GetLogger(ctx), "step", string(j.s.State))
+}
+
 // replyOnlyWhenExpected marks the change that stopped scheduling a reply
 // step for jobs whose sender expects none (the command line, HTTP): it was a
 // round trip that did nothing. Jobs started before it still run the step.
@@ -541,7 +547,7 @@ func (j *jobState) acknowledge(ctx workflow.Context) {
 		JobID: j.s.JobID, Source: j.s.Source, Recipient: *r,
 	}).Get(ctx, &id)
 	if err != nil {
-		workflow.GetLogger(ctx).Warn("sender not told of acceptance", "job_id", j.s.JobID, "error", err)
+		j.logger(ctx).Warn("sender not told of acceptance", "error", err)
 		return
 	}
 	r.StatusMessageID = id
@@ -556,7 +562,7 @@ func (j *jobState) showProgress(ctx workflow.Context, s job.State) {
 		JobID: j.s.JobID, Source: j.s.Source, Recipient: *r, State: s,
 	}).Get(ctx, nil)
 	if err != nil && ctx.Err() == nil {
-		workflow.GetLogger(ctx).Info("status message not updated", "job_id", j.s.JobID, "state", string(s), "error", err)
+		j.logger(ctx).Info("status message not updated", "state", string(s), "error", err)
 	}
 }
 
@@ -597,8 +603,8 @@ func (j *jobState) fallBack(ctx workflow.Context, f job.Failure) bool {
 	if f.Step != job.Transcribing || fb == "" || fb == j.s.Engine || j.s.FallbackFrom != "" {
 		return false
 	}
-	workflow.GetLogger(ctx).Warn("engine gave up; the fallback engine takes the job",
-		"job_id", j.s.JobID, "engine", j.s.Engine, "fallback", fb, "kind", string(f.Kind))
+	j.logger(ctx).Warn("engine gave up; the fallback engine takes the job",
+		"engine", j.s.Engine, "fallback", fb, "kind", string(f.Kind))
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"kind": string(f.Kind)}).Counter(metrics.FailuresTotal).Inc(1)
 	j.s.FallbackFrom, j.s.Engine = j.s.Engine, fb
 	j.s.Piece, j.s.Chunks, j.s.ChunksDone = Piece{}, nil, 0
@@ -626,14 +632,14 @@ func (j *jobState) park(ctx workflow.Context, f job.Failure, dead bool) bool {
 		state = job.Dead
 	}
 	j.s.Failure = &f
-	logger := workflow.GetLogger(ctx)
-	logger.Warn("job stopped", "job_id", j.s.JobID, "state", string(state), "step", string(f.Step), "kind", string(f.Kind))
+	logger := j.logger(ctx)
+	logger.Warn("job stopped", "state", string(state), "kind", string(f.Kind))
 	if err := j.enter(ctx, state); err != nil {
-		logger.Error("publish state failed", "job_id", j.s.JobID, "error", err)
+		logger.Error("publish state failed", "error", err)
 	}
 	j.count(ctx, state, &f)
 	if err := j.reply(ctx, state, &f); err != nil && ctx.Err() == nil {
-		logger.Warn("failure notice not delivered", "job_id", j.s.JobID, "error", err)
+		logger.Warn("failure notice not delivered", "error", err)
 	}
 	j.notify(ctx, state)
 	j.parked, j.revived = true, false
@@ -647,14 +653,14 @@ func (j *jobState) park(ctx workflow.Context, f job.Failure, dead bool) bool {
 	}
 	j.s.Revivals++
 	j.s.Failure = nil
-	logger.Info("job revived", "job_id", j.s.JobID, "step", string(f.Step))
+	logger.Info("job revived", "from_step", string(f.Step))
 	return true
 }
 
 func (j *jobState) finish(ctx workflow.Context, state job.State, f *job.Failure) {
 	j.s.FinishedAt = workflow.Now(ctx)
 	if err := j.enter(ctx, state); err != nil {
-		workflow.GetLogger(ctx).Error("publish state failed", "job_id", j.s.JobID, "error", err)
+		j.logger(ctx).Error("publish state failed", "error", err)
 	}
 	j.count(ctx, state, f)
 	j.notify(ctx, state)

@@ -36,6 +36,7 @@ import (
 	"github.com/transcriber/transcriber/internal/engine/speechkit"
 	"github.com/transcriber/transcriber/internal/httpapi"
 	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/logging"
 	"github.com/transcriber/transcriber/internal/metrics"
 	"github.com/transcriber/transcriber/internal/telegram"
 	"github.com/transcriber/transcriber/workflows"
@@ -55,9 +56,9 @@ func loadConfig(fs *flag.FlagSet, cfg *config.Config, args []string) error {
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(logging.JobFields(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(logging.JobFields(slog.NewTextHandler(w, opts)))
 }
 
 // telemetry is the registry every role serves on /metrics.
