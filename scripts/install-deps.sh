@@ -4,7 +4,9 @@
 # and do not need the network.
 set -eu
 
-packages="ffmpeg pocketsphinx pocketsphinx-en-us pocketsphinx-testdata espeak-ng"
+# postgresql: the tests of the split topology run its initdb and pg_ctl for
+# a throwaway server of their own; the cluster the package sets up is unused.
+packages="ffmpeg pocketsphinx pocketsphinx-en-us pocketsphinx-testdata espeak-ng postgresql"
 
 missing=""
 for p in $packages; do

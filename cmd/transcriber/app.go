@@ -30,6 +30,7 @@ import (
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/devserver"
+	"github.com/transcriber/transcriber/internal/devserver/pgurl"
 	"github.com/transcriber/transcriber/internal/engine/assemblyai"
 	"github.com/transcriber/transcriber/internal/engine/local"
 	"github.com/transcriber/transcriber/internal/engine/openai"
@@ -82,8 +83,9 @@ type embedMode int
 const (
 	// dialLocal: talk to the server of a "transcriber up" on this machine.
 	dialLocal embedMode = iota
-	// embedPersistent: run the server on the data dir's SQLite file, with
-	// the Web UI; what "up" does.
+	// embedPersistent: run the server on the data dir's SQLite file, or on
+	// the PostgreSQL that TRANSCRIBER_DB names, with the Web UI; what "up"
+	// and "server" do.
 	embedPersistent
 	// embedEphemeral: run a private in-memory server on free ports for the
 	// life of one command.
@@ -124,7 +126,15 @@ func connect(ctx context.Context, cfg config.Config, mode embedMode, logger *slo
 				LogLevel:         slog.LevelWarn,
 			}
 			if mode == embedPersistent {
-				opts.DatabaseFile = cfg.DatabaseFile()
+				if cfg.DB == "" {
+					opts.DatabaseFile = cfg.DatabaseFile()
+				} else {
+					u, err := pgurl.Parse(cfg.DB)
+					if err != nil {
+						return nil, fmt.Errorf("TRANSCRIBER_DB: %w", err)
+					}
+					opts.Postgres = &u
+				}
 				opts.FrontendPort = cfg.TemporalPort
 				opts.UIAddr = cfg.UIAddr
 			} else {

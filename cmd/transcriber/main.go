@@ -58,6 +58,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"up", "run everything in one process: embedded Temporal server and Web UI, worker, HTTP server", runUp},
+		{"server", "run only the Temporal server and its Web UI, on SQLite or PostgreSQL, for the other roles", runServer},
 		{"worker", "run a worker that executes jobs from an existing Temporal server", runWorker},
 		{"bot", "run the Telegram bot alone against an existing Temporal server", runBot},
 		{"api", "serve the HTTP job API alone against an existing Temporal server", runAPI},

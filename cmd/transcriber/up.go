@@ -22,7 +22,8 @@ func runUp(ctx context.Context, args []string, env func(string) string, stdout, 
 	return serve(ctx, args, env, stderr, role{name: "up", mode: embedPersistent, worker: true, bot: botIfConfigured, api: true}, `Usage: transcriber up [flags]
 
 Runs everything on one machine in one process: an embedded Temporal server
-that keeps its state in $TRANSCRIBER_DATA_DIR/temporal.db, the Temporal Web
+that keeps its state in $TRANSCRIBER_DATA_DIR/temporal.db (or in the
+PostgreSQL that TRANSCRIBER_DB names), the Temporal Web
 UI on $TRANSCRIBER_UI_ADDR, a worker, the HTTP server on
 $TRANSCRIBER_HTTP_ADDR (/healthz, /readyz, /metrics, and the job API under
 /v1 when TRANSCRIBER_API_TOKENS is set), and the Telegram bot when
@@ -175,7 +176,7 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	attrs := []any{"role", r.name, "http", "http://" + ln.Addr().String(), "engine", cfg.Engine,
 		"namespace", cfg.TemporalNamespace, "task_queue", workflows.TaskQueue, "telegram_bot", tg != nil && r.bot != botNever}
 	if conn.server != nil {
-		attrs = append(attrs, "temporal", conn.server.FrontendAddr(), "data_dir", cfg.DataDir)
+		attrs = append(attrs, "temporal", conn.server.FrontendAddr(), "database", conn.server.Database(), "data_dir", cfg.DataDir)
 		if ui := conn.server.UIAddr(); ui != "" {
 			attrs = append(attrs, "web_ui", "http://"+ui)
 		}

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/transcriber/transcriber/internal/devserver/pgurl"
 )
 
 // Config is every setting of every role.
@@ -31,6 +33,10 @@ type Config struct {
 	HTTPAddr          string
 	UIAddr            string
 	TemporalPort      int
+	// DB is where the embedded Temporal server keeps its state: empty is
+	// the SQLite file in DataDir, else a postgres:// URL. It may hold a
+	// password: never log it.
+	DB                string
 	OpenAIBaseURL     string
 	OpenAIAPIKey      string
 	OpenAIModel       string
@@ -127,6 +133,9 @@ var settings = []setting{
 			c.TemporalPort, err = strconv.Atoi(strings.TrimSpace(v))
 			return err
 		}},
+	// Checked in Validate, whose errors never quote the URL and its password.
+	{"TRANSCRIBER_DB", "db", "", "database of the embedded Temporal server: unset is SQLite in the data directory (temporal.db); postgres://user:password@host:5432/temporal?sslmode=disable is PostgreSQL, with visibility in temporal_visibility; the URL holds a password, so prefer the variable to the flag",
+		func(c *Config, v string) error { c.DB = strings.TrimSpace(v); return nil }},
 	{"OPENAI_BASE_URL", "openai-base-url", "https://api.openai.com/v1", "base URL of the OpenAI-compatible server",
 		func(c *Config, v string) error { c.OpenAIBaseURL = strings.TrimSpace(v); return nil }},
 	{"OPENAI_API_KEY", "", "", "API key of the OpenAI-compatible server (environment only)",
@@ -279,6 +288,11 @@ func (c Config) Validate() error {
 	}
 	if c.TemporalPort < 1 || c.TemporalPort > 65535 {
 		errs = append(errs, fmt.Errorf("TRANSCRIBER_TEMPORAL_PORT=%d is not a port", c.TemporalPort))
+	}
+	if c.DB != "" {
+		if _, err := pgurl.Parse(c.DB); err != nil {
+			errs = append(errs, fmt.Errorf("TRANSCRIBER_DB: %w", err))
+		}
 	}
 	for name, addr := range map[string]string{"TRANSCRIBER_HTTP_ADDR": c.HTTPAddr, "TRANSCRIBER_UI_ADDR": c.UIAddr} {
 		if addr == "" {
