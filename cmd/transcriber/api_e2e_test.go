@@ -436,7 +436,7 @@ func TestHTTPAPIOpenAISDK(t *testing.T) {
 	}
 	defer f.Close()
 	res, err := client.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{
-		File: f, Model: openai.AudioModelWhisper1,
+		File: f, Model: openai.AudioModel("whisper-1"),
 	})
 	if err != nil {
 		t.Fatalf("Transcriptions.New: %v", err)
@@ -449,7 +449,7 @@ func TestHTTPAPIOpenAISDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	verbose, err := client.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{
-		File: f, Model: openai.AudioModelWhisper1, Language: openai.String("en"),
+		File: f, Model: openai.AudioModel("whisper-1"), Language: openai.String("en"),
 		ResponseFormat: openai.AudioResponseFormatVerboseJSON,
 	})
 	if err != nil {
@@ -464,7 +464,7 @@ func TestHTTPAPIOpenAISDK(t *testing.T) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		t.Fatal(err)
 	}
-	_, err = bad.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{File: f, Model: openai.AudioModelWhisper1})
+	_, err = bad.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{File: f, Model: openai.AudioModel("whisper-1")})
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != "unauthorized" || apiErr.Message == "" {
 		t.Errorf("wrong key: %v; want a 401 openai.Error with code and message", err)
