@@ -117,7 +117,7 @@ func connect(ctx context.Context, cfg config.Config, mode embedMode, logger *slo
 	if addr == "" {
 		switch mode {
 		case dialLocal:
-			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.TemporalPort))
+			addr = net.JoinHostPort(cfg.TemporalHost, strconv.Itoa(cfg.TemporalPort))
 		case embedPersistent, embedEphemeral:
 			opts := devserver.Options{
 				Namespace:        cfg.TemporalNamespace,
@@ -136,6 +136,7 @@ func connect(ctx context.Context, cfg config.Config, mode embedMode, logger *slo
 					opts.Postgres = &u
 				}
 				opts.FrontendPort = cfg.TemporalPort
+				opts.Host = cfg.TemporalHost
 				opts.UIAddr = cfg.UIAddr
 			} else {
 				// One-shot runs are quiet; the server's warnings about its

@@ -16,7 +16,7 @@ func runServer(ctx context.Context, args []string, env func(string) string, stdo
 
 Runs only the Temporal server, for workers, bots and APIs started
 elsewhere with TEMPORAL_ADDRESS pointing at it: the frontend on
-127.0.0.1:$TRANSCRIBER_TEMPORAL_PORT and the Web UI on $TRANSCRIBER_UI_ADDR
+$TRANSCRIBER_TEMPORAL_HOST:$TRANSCRIBER_TEMPORAL_PORT and the Web UI on $TRANSCRIBER_UI_ADDR
 (off turns it off). The state is kept in $TRANSCRIBER_DATA_DIR/temporal.db
 (SQLite), or in PostgreSQL when TRANSCRIBER_DB is a URL such as
 postgres://temporal:PASSWORD@db.example:5432/temporal?sslmode=verify-full.

@@ -33,6 +33,9 @@ type Config struct {
 	HTTPAddr          string
 	UIAddr            string
 	TemporalPort      int
+	// TemporalHost is the address the embedded server binds to and
+	// advertises to its own services.
+	TemporalHost string
 	// DB is where the embedded Temporal server keeps its state: empty is
 	// the SQLite file in DataDir, else a postgres:// URL. It may hold a
 	// password: never log it.
@@ -128,6 +131,8 @@ var settings = []setting{
 			c.UIAddr = v
 			return nil
 		}},
+	{"TRANSCRIBER_TEMPORAL_HOST", "temporal-host", "127.0.0.1", "IP address the embedded Temporal server listens on; this machine's own address lets workers on other machines join (0.0.0.0 cannot be used: the server tells its parts this address)",
+		func(c *Config, v string) error { c.TemporalHost = strings.TrimSpace(v); return nil }},
 	{"TRANSCRIBER_TEMPORAL_PORT", "temporal-port", "7233", "gRPC port of the embedded Temporal server",
 		func(c *Config, v string) (err error) {
 			c.TemporalPort, err = strconv.Atoi(strings.TrimSpace(v))
@@ -285,6 +290,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxDuration <= 0 {
 		errs = append(errs, errors.New("TRANSCRIBER_MAX_DURATION must be positive"))
+	}
+	if ip := net.ParseIP(c.TemporalHost); ip == nil || ip.IsUnspecified() {
+		errs = append(errs, fmt.Errorf("TRANSCRIBER_TEMPORAL_HOST=%q must be one IP address of this machine, such as 127.0.0.1 or 10.0.0.5", c.TemporalHost))
 	}
 	if c.TemporalPort < 1 || c.TemporalPort > 65535 {
 		errs = append(errs, fmt.Errorf("TRANSCRIBER_TEMPORAL_PORT=%d is not a port", c.TemporalPort))

@@ -87,6 +87,8 @@ func TestInvalidSettingsAreExplained(t *testing.T) {
 		{"zero concurrency", []string{"TRANSCRIBER_ENGINE_CONCURRENCY", "0"}, "at least 1"},
 		{"tiny upload limit", []string{"OPENAI_MAX_UPLOAD_BYTES", "1000"}, "too small"},
 		{"tiny chunks", []string{"TRANSCRIBER_CHUNK_DURATION", "5s"}, "at least 30s"},
+		{"temporal on every address", []string{"TRANSCRIBER_TEMPORAL_HOST", "0.0.0.0"}, "one IP address of this machine"},
+		{"temporal host not an address", []string{"TRANSCRIBER_TEMPORAL_HOST", "server.local"}, "TRANSCRIBER_TEMPORAL_HOST"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
