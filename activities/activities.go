@@ -22,6 +22,9 @@ import (
 type BlobStore interface {
 	Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	// DeleteJob removes everything stored for a job; removing what is
+	// already gone succeeds.
+	DeleteJob(ctx context.Context, jobID string) (int, error)
 }
 
 // localPather is implemented by stores that keep blobs as local files;

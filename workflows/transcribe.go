@@ -59,6 +59,9 @@ const (
 	// maxChunksInFlight bounds the engine steps one job has scheduled at
 	// once; the engine's workers bound how many of them run.
 	maxChunksInFlight = 100
+	// removeTimeout bounds removing a job's objects: a few hundred deletes
+	// at most.
+	removeTimeout = 10 * time.Minute
 	// historyLimit starts a new run before the event history of a long wait
 	// grows large; Temporal also suggests continue-as-new on its own limits.
 	historyLimit = 2000
@@ -89,6 +92,7 @@ func TranscribeRecording(ctx workflow.Context, in Input) (Result, error) {
 		switch {
 		case err == nil:
 			j.finish(ctx, job.Done, nil)
+			j.retain(ctx)
 			return j.result(), nil
 		case errors.Is(err, errContinueAsNew):
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
@@ -108,6 +112,7 @@ func TranscribeRecording(ctx workflow.Context, in Input) (Result, error) {
 			if ctx.Err() != nil {
 				return j.cancelled(ctx)
 			}
+			j.retain(ctx)
 			return j.result(), nil
 		}
 	}
@@ -655,6 +660,30 @@ func (j *jobState) park(ctx workflow.Context, f job.Failure, dead bool) bool {
 	j.s.Failure = nil
 	logger.Info("job revived", "from_step", string(f.Step))
 	return true
+}
+
+// retain keeps a closed job's recordings and transcripts for the policy's
+// retention, then removes them and says so in the job's status. The job's
+// state stays what it was; the run stays open only as the timer that does
+// this, so the status query keeps answering. A job cancelled meanwhile
+// keeps everything, as cancelling promises.
+func (j *jobState) retain(ctx workflow.Context) {
+	keep := j.s.Policy.Retain
+	if keep <= 0 || ctx.Err() != nil {
+		return
+	}
+	j.s.RemoveAt = workflow.Now(ctx).Add(keep)
+	if err := workflow.Sleep(ctx, keep); err != nil {
+		return
+	}
+	var out activities.RemoveOutput
+	err := workflow.ExecuteActivity(j.stepOptions(ctx, removeTimeout, 0), a.RemoveRecordings, activities.RemoveInput{Call: j.call()}).Get(ctx, &out)
+	if err != nil {
+		j.logger(ctx).Warn("recordings not removed after retention; remove them by hand", "error", err)
+		return
+	}
+	j.s.RemovedAt = workflow.Now(ctx)
+	j.s.UpdatedAt = j.s.RemovedAt
 }
 
 func (j *jobState) finish(ctx workflow.Context, state job.State, f *job.Failure) {

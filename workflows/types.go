@@ -58,6 +58,9 @@ type Policy struct {
 	// ParkFor is how long a failed or dead job waits for revive before it
 	// closes for good.
 	ParkFor time.Duration `json:"park_for"`
+	// Retain is how long a closed job's recordings and transcripts are
+	// kept before they are removed; zero keeps them.
+	Retain time.Duration `json:"retain,omitempty"`
 }
 
 // Defaults of Policy, from the recording-lifecycle specification: waits of
@@ -101,6 +104,10 @@ type Status struct {
 	// Acknowledged is set once the sender was told of the acceptance.
 	Acknowledged bool         `json:"acknowledged,omitempty"`
 	Failure      *job.Failure `json:"failure,omitempty"`
+	// RemoveAt is when the job's recordings and transcripts will be
+	// removed, once it has closed; RemovedAt when they were.
+	RemoveAt  time.Time `json:"remove_at,omitzero"`
+	RemovedAt time.Time `json:"removed_at,omitzero"`
 	// Revivals counts how often an operator resumed the job.
 	Revivals   int       `json:"revivals,omitempty"`
 	AcceptedAt time.Time `json:"accepted_at"`

@@ -333,7 +333,7 @@ func jobEngines(cfg config.Config, named, language string) (engine, fallback str
 }
 
 func policyFrom(cfg config.Config) workflows.Policy {
-	return workflows.Policy{Backoff: cfg.RetrySchedule, MaxAttempts: cfg.MaxAttempts, ParkFor: cfg.ParkFor}
+	return workflows.Policy{Backoff: cfg.RetrySchedule, MaxAttempts: cfg.MaxAttempts, ParkFor: cfg.ParkFor, Retain: cfg.Retention}
 }
 
 // startWorker wires the steps and starts a worker; stop drains it.

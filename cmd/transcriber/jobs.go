@@ -158,6 +158,12 @@ func showJob(ctx context.Context, c client.Client, cfg config.Config, getenv fun
 		row("progress", fmt.Sprintf("%d of %d chunks recognised", st.ChunksDone, n))
 	}
 	row("accepted", st.AcceptedAt.Local().Format(time.DateTime))
+	switch {
+	case !st.RemovedAt.IsZero():
+		row("recordings", "removed "+st.RemovedAt.Local().Format(time.DateTime)+" after the retention period")
+	case !st.RemoveAt.IsZero():
+		row("recordings", "kept until "+st.RemoveAt.Local().Format(time.DateTime))
+	}
 	if !st.FinishedAt.IsZero() {
 		row("finished", st.FinishedAt.Local().Format(time.DateTime))
 	}
@@ -189,7 +195,7 @@ func showJob(ctx context.Context, c client.Client, cfg config.Config, getenv fun
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if st.State == job.Done && st.TranscriptKey != "" {
+	if st.State == job.Done && st.TranscriptKey != "" && st.RemovedAt.IsZero() {
 		blobs, err := blob.OpenStore(ctx, cfg.BlobURL, cfg.DataDir, getenv)
 		if err != nil {
 			return err

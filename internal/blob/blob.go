@@ -66,6 +66,9 @@ type Store interface {
 	// Size is the length of the object at key, or an error wrapping
 	// ErrNotFound.
 	Size(ctx context.Context, key string) (int64, error)
+	// DeleteJob removes every object stored under JobKey(jobID, …) and
+	// returns how many; removing a job with nothing stored succeeds.
+	DeleteJob(ctx context.Context, jobID string) (int, error)
 	// String names where the store keeps its objects, for messages; it
 	// never holds credentials.
 	String() string

@@ -130,6 +130,33 @@ func TestStoreConformance(t *testing.T) {
 func conformance(t *testing.T, k kind) {
 	ctx := context.Background()
 
+	// Scenario: A job's objects are removed together, and only they
+	t.Run("delete job", func(t *testing.T) {
+		s := k.open(t, spaceOf(t))
+		mustPut(t, s, JobKey("tg-1-2", "original.ogg"), []byte("a"))
+		mustPut(t, s, JobKey("tg-1-2", "run-1-1/transcript.json"), []byte("b"))
+		mustPut(t, s, JobKey("tg-1-20", "original.ogg"), []byte("c"))
+		mustPut(t, s, JobKey("../../etc", "original.ogg"), []byte("d"))
+		mustPut(t, s, "chats/1/settings.json", []byte("e"))
+		n, err := s.DeleteJob(ctx, "tg-1-2")
+		if err != nil || n != 2 {
+			t.Fatalf("DeleteJob = %d, %v; want 2 objects", n, err)
+		}
+		for _, key := range []string{JobKey("tg-1-2", "original.ogg"), JobKey("tg-1-2", "run-1-1/transcript.json")} {
+			if _, err := s.Size(ctx, key); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Size(%q) after DeleteJob = %v; want ErrNotFound", key, err)
+			}
+		}
+		for _, key := range []string{JobKey("tg-1-20", "original.ogg"), JobKey("../../etc", "original.ogg"), "chats/1/settings.json"} {
+			if _, err := s.Size(ctx, key); err != nil {
+				t.Errorf("Size(%q) after deleting another job = %v; want it kept", key, err)
+			}
+		}
+		if n, err := s.DeleteJob(ctx, "tg-1-2"); err != nil || n != 0 {
+			t.Errorf("DeleteJob again = %d, %v; want 0 and no error", n, err)
+		}
+	})
+
 	// Scenario: A stored object reads back the same from either store
 	t.Run("round trip", func(t *testing.T) {
 		s := k.open(t, spaceOf(t))

@@ -29,10 +29,13 @@ type Config struct {
 	RetrySchedule     []time.Duration
 	MaxAttempts       int
 	ParkFor           time.Duration
-	MaxDuration       time.Duration
-	HTTPAddr          string
-	UIAddr            string
-	TemporalPort      int
+	// Retention is how long a closed job's recordings and transcripts are
+	// kept; zero keeps them.
+	Retention    time.Duration
+	MaxDuration  time.Duration
+	HTTPAddr     string
+	UIAddr       string
+	TemporalPort int
 	// TemporalHost is the address the embedded server binds to and
 	// advertises to its own services.
 	TemporalHost string
@@ -114,6 +117,11 @@ var settings = []setting{
 	{"TRANSCRIBER_PARK_FOR", "park-for", "720h", "how long a failed or dead job waits for revive before it closes",
 		func(c *Config, v string) (err error) {
 			c.ParkFor, err = time.ParseDuration(strings.TrimSpace(v))
+			return err
+		}},
+	{"TRANSCRIBER_RETENTION", "retention", "0", "how long a closed job's recordings and transcripts are kept before they are removed (e.g. 720h); 0 keeps them",
+		func(c *Config, v string) (err error) {
+			c.Retention, err = time.ParseDuration(strings.TrimSpace(v))
 			return err
 		}},
 	{"TRANSCRIBER_MAX_DURATION", "max-duration", "4h", "longest recording accepted",
@@ -287,6 +295,9 @@ func (c Config) Validate() error {
 	}
 	if c.ParkFor <= 0 {
 		errs = append(errs, errors.New("TRANSCRIBER_PARK_FOR must be positive"))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, errors.New("TRANSCRIBER_RETENTION must not be negative"))
 	}
 	if c.MaxDuration <= 0 {
 		errs = append(errs, errors.New("TRANSCRIBER_MAX_DURATION must be positive"))

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/testaudio"
+)
+
+// Scenario: Recordings and transcripts are removed once the retention period after the job has passed
+func TestRetentionRemovesJobObjects(t *testing.T) {
+	requireSpeechTools(t)
+	engine := newOpenAIStandIn(t)
+	dataDir := t.TempDir()
+	u := startUp(t, dataDir, "TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1",
+		"TRANSCRIBER_RETENTION", "10s")
+	note := testaudio.VoiceNote(t, t.TempDir())
+	r := runCLI(t, u.client, "transcribe", note)
+	if r.code != 0 || !strings.Contains(r.stdout, testaudio.GoForwardText) {
+		t.Fatalf("transcribe: code %d, out %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	id := cliJobID(t, note, "openai")
+	jobDir := filepath.Join(dataDir, "blobs", filepath.FromSlash(blob.JobKey(id, "")))
+	if entries, err := os.ReadDir(jobDir); err != nil || len(entries) == 0 {
+		t.Fatalf("the job's objects are not kept during retention: %v %v", entries, err)
+	}
+	if got := showField(runCLI(t, u.client, "jobs", "show", id).stdout, "recordings"); !strings.HasPrefix(got, "kept until ") {
+		t.Errorf("jobs show says recordings %q; want kept until a time", got)
+	}
+	waitFor(t, "the recordings removed", func() bool {
+		return strings.HasPrefix(showField(runCLI(t, u.client, "jobs", "show", id).stdout, "recordings"), "removed ")
+	})
+	if _, err := os.Stat(jobDir); !os.IsNotExist(err) {
+		t.Errorf("the job's directory is still there after retention: %v", err)
+	}
+	show := runCLI(t, u.client, "jobs", "show", id)
+	if show.code != 0 || showField(show.stdout, "state") != "done" {
+		t.Errorf("jobs show after removal: code %d\n%s%s", show.code, show.stdout, show.stderr)
+	}
+}
