@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +18,7 @@ func TestRetentionRemovesJobObjects(t *testing.T) {
 	engine := newOpenAIStandIn(t)
 	dataDir := t.TempDir()
 	u := startUp(t, dataDir, "TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1",
-		"TRANSCRIBER_RETENTION", "10s")
+		"TRANSCRIBER_RETENTION", "10s", "TRANSCRIBER_API_TOKENS", "retention-token")
 	note := testaudio.VoiceNote(t, t.TempDir())
 	r := runCLI(t, u.client, "transcribe", note)
 	if r.code != 0 || !strings.Contains(r.stdout, testaudio.GoForwardText) {
@@ -35,6 +37,23 @@ func TestRetentionRemovesJobObjects(t *testing.T) {
 	})
 	if _, err := os.Stat(jobDir); !os.IsNotExist(err) {
 		t.Errorf("the job's directory is still there after retention: %v", err)
+	}
+	apiGet := func(path string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+u.http+path, nil)
+		req.Header.Set("Authorization", "Bearer retention-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := apiGet("/v1/jobs/" + id + "/transcript"); code != http.StatusGone || !strings.Contains(body, `"removed"`) {
+		t.Errorf("GET transcript after removal = %d %s; want 410 removed", code, body)
+	}
+	if code, body := apiGet("/v1/jobs/" + id); code != http.StatusOK || !strings.Contains(body, `"removed_at"`) {
+		t.Errorf("GET job after removal = %d %s; want removed_at", code, body)
 	}
 	show := runCLI(t, u.client, "jobs", "show", id)
 	if show.code != 0 || showField(show.stdout, "state") != "done" {

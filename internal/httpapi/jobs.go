@@ -205,18 +205,25 @@ type jobView struct {
 	LastError     string    `json:"last_error,omitempty"`
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	// Progress runs from 0 to 1 as the job moves through its steps.
-	Progress         float64           `json:"progress"`
-	Failure          *failureView      `json:"failure,omitempty"`
-	Language         string            `json:"language,omitempty"`
-	DetectedLanguage string            `json:"detected_language,omitempty"`
-	Original         *originalView     `json:"original,omitempty"`
-	DurationSeconds  float64           `json:"duration_seconds,omitempty"`
-	Words            int               `json:"words,omitempty"`
-	Chunks           int               `json:"chunks,omitempty"`
-	ChunksDone       int               `json:"chunks_done,omitempty"`
-	Revivals         int               `json:"revivals,omitempty"`
-	Timings          timingsView       `json:"timings"`
-	Links            map[string]string `json:"links"`
+	Progress         float64       `json:"progress"`
+	Failure          *failureView  `json:"failure,omitempty"`
+	Language         string        `json:"language,omitempty"`
+	DetectedLanguage string        `json:"detected_language,omitempty"`
+	Original         *originalView `json:"original,omitempty"`
+	DurationSeconds  float64       `json:"duration_seconds,omitempty"`
+	Words            int           `json:"words,omitempty"`
+	Chunks           int           `json:"chunks,omitempty"`
+	ChunksDone       int           `json:"chunks_done,omitempty"`
+	Revivals         int           `json:"revivals,omitempty"`
+	// FallbackFrom names the engine that gave up when another produced
+	// the text.
+	FallbackFrom string `json:"fallback_from,omitempty"`
+	// RemoveAt is until when the recordings are kept after the job closed;
+	// RemovedAt when they were removed.
+	RemoveAt  time.Time         `json:"remove_at,omitzero"`
+	RemovedAt time.Time         `json:"removed_at,omitzero"`
+	Timings   timingsView       `json:"timings"`
+	Links     map[string]string `json:"links"`
 }
 
 type failureView struct {
@@ -250,6 +257,7 @@ func viewOf(st workflows.Status, pending []jobs.Pending) jobView {
 		ID: st.JobID, State: st.State, Source: st.Source, Engine: st.Engine,
 		Language: st.Language, DetectedLanguage: st.DetectedLanguage, Words: st.Words,
 		DurationSeconds: st.Duration.Seconds(), Chunks: len(st.Chunks), ChunksDone: st.ChunksDone, Revivals: st.Revivals,
+		FallbackFrom: st.FallbackFrom, RemoveAt: st.RemoveAt, RemovedAt: st.RemovedAt,
 		Links:   links(st.JobID),
 		Timings: timingsView{AcceptedAt: st.AcceptedAt, UpdatedAt: st.UpdatedAt, FinishedAt: st.FinishedAt},
 	}
@@ -368,6 +376,11 @@ func (a *API) getTranscript(w http.ResponseWriter, r *http.Request) {
 	if st.State != job.Done || st.TranscriptKey == "" {
 		writeError(w, &apiError{status: http.StatusConflict, code: "not_ready",
 			message: fmt.Sprintf("job %s is %s; its transcript is there once it is done", id, st.State)})
+		return
+	}
+	if !st.RemovedAt.IsZero() {
+		writeError(w, &apiError{status: http.StatusGone, code: "removed",
+			message: fmt.Sprintf("the recordings and transcript of job %s were removed at %s, after the retention period", id, st.RemovedAt.Format(time.RFC3339))})
 		return
 	}
 	doc, err := a.readTranscript(r.Context(), st.TranscriptKey)
