@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,8 +42,11 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	engine := newOpenAIStandIn(t)
 	aai := assemblyaitest.New(t, "aai-key")
 	aai.SetResult(testaudio.GoForwardText, "en_us", nil)
-	u := startUp(t, t.TempDir(), "OPENAI_BASE_URL", engine.URL+"/v1",
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	u := startUpWith(t, t.TempDir(), httpAddr, fmt.Sprintf("127.0.0.1:%d", freePort(t)), strconv.Itoa(freePort(t)),
+		"OPENAI_BASE_URL", engine.URL+"/v1",
 		"ASSEMBLYAI_BASE_URL", aai.URL(), "ASSEMBLYAI_API_KEY", "aai-key", "ASSEMBLYAI_POLL_INTERVAL", "1s",
+		"ASSEMBLYAI_WEBHOOK_URL", "http://"+httpAddr+"/v1/callbacks/assemblyai", "ASSEMBLYAI_WEBHOOK_SECRET", "history",
 		"TRANSCRIBER_CHUNK_DURATION", "30s")
 	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
 	if err != nil {
@@ -92,6 +97,22 @@ func TestRecordWorkflowHistories(t *testing.T) {
 		t.Fatalf("assemblyai: %s", r.stderr)
 	}
 	histories["done-assemblyai-polled"] = cliJobID(t, note, "assemblyai")
+
+	// The same engine finishing through its webhook: the job's wait ends
+	// on the callback signal instead of the timer.
+	aai.NeverFinish()
+	other := filepath.Join(dir, "other.wav")
+	testaudio.FFmpeg(t, "-f", "s16le", "-ar", "16000", "-ac", "1", "-i", testaudio.GoForwardRaw, "-af", "volume=0.8", other)
+	hooked := make(chan result, 1)
+	go func() { hooked <- runCLI(t, with("TRANSCRIBER_ENGINE", "assemblyai"), "transcribe", other) }()
+	waitFor(t, "the second AssemblyAI transcript", func() bool { return len(aai.Created()) == 2 })
+	if got := aai.Complete(); len(got) != 1 || got[0] != http.StatusOK {
+		t.Fatalf("webhook answered %v", got)
+	}
+	if r := <-hooked; r.code != 0 {
+		t.Fatalf("assemblyai webhook: %s", r.stderr)
+	}
+	histories["done-assemblyai-webhook"] = cliJobID(t, other, "assemblyai")
 
 	long, _ := testaudio.Long(t, dir, 70*time.Second, time.Second)
 	if r := runCLI(t, with("TRANSCRIBER_ENGINE", "openai"), "transcribe", long); r.code != 0 {
