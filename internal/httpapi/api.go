@@ -154,7 +154,7 @@ func (a *API) guard(next http.HandlerFunc) http.HandlerFunc {
 		token, given := bearer(r)
 		if !a.valid(token) {
 			challenge := `Bearer realm="transcriber"`
-			msg := "send an API token as Authorization: Bearer <token>"
+			msg := "send an API token in the header Authorization: Bearer TOKEN"
 			if given {
 				challenge += `, error="invalid_token"`
 				msg = "the API token is not valid"
