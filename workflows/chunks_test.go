@@ -103,10 +103,13 @@ func (s *workflowSuite) Test_DeadChunkRevivesAlone() {
 	in.Source, in.Recipient, in.Engine = job.SourceCLI, nil, "openai"
 	in.Policy.MaxAttempts = 2
 	healthy := false
+	var mu sync.Mutex
 	calls := map[int]int{}
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(split, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.RecognizeInput) (activities.Recognition, error) {
+			mu.Lock()
+			defer mu.Unlock()
 			i := chunkIndex(in.AudioKey)
 			calls[i]++
 			if i == 1 && !healthy {
@@ -118,7 +121,9 @@ func (s *workflowSuite) Test_DeadChunkRevivesAlone() {
 	var parked Status
 	s.env.RegisterDelayedCallback(func() {
 		parked = s.status()
+		mu.Lock()
 		healthy = true
+		mu.Unlock()
 		s.env.SignalWorkflow(SignalRevive, nil)
 	}, time.Hour)
 
@@ -171,9 +176,12 @@ func (s *workflowSuite) Test_ChunkOperationsContinueAsNew() {
 			}
 			return running(i), nil
 		}).Times(3)
+	var mu sync.Mutex
 	checks := 0
 	s.env.OnActivity(a.CheckRecognition, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CheckInput) (activities.Recognition, error) {
+			mu.Lock()
+			defer mu.Unlock()
 			checks++
 			if checks <= 2 {
 				firstCheck = append(firstCheck, s.env.Now())

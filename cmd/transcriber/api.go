@@ -49,7 +49,7 @@ func newAPI(cfg config.Config, c client.Client, blobs blob.Store, logger *slog.L
 		return nil, err
 	}
 	if !api.Enabled() {
-		logger.Warn("the job API is off: set TRANSCRIBER_API_TOKENS to one or more comma-separated bearer tokens to serve /v1/jobs and /v1/audio/transcriptions")
+		logger.Info("the job API is off: set TRANSCRIBER_API_TOKENS to one or more comma-separated bearer tokens to serve /v1/jobs and /v1/audio/transcriptions")
 	} else {
 		logger.Info("the job API is on", "tokens", len(cfg.APITokens), "max_upload_bytes", cfg.MaxUploadBytes,
 			"webhooks", cfg.WebhookSecret != "")

@@ -176,6 +176,9 @@ func startCluster(t *testing.T, engineURL string) *cluster {
 		"TRANSCRIBER_ENGINE=openai",
 		"OPENAI_BASE_URL=" + engineURL + "/v1",
 		"TRANSCRIBER_RETRY_SCHEDULE=1s",
+		// The faults are about whole steps; an hour of noise must not be
+		// cut into chunks.
+		"OPENAI_MAX_UPLOAD_BYTES=1000000000",
 	}}
 }
 

@@ -242,8 +242,8 @@ func TestDeadJobIsFoundAndRevived(t *testing.T) {
 	if n := strings.Count(logs, `level=WARN msg="step failed"`); n != 4 {
 		t.Errorf("failed attempts logged %d times; want 4 (three 503s and one 401)", n)
 	}
-	if strings.Contains(logs, "level=ERROR") {
-		t.Errorf("failures were logged at ERROR:\n%s", logs)
+	if ours := transcriberRecords(logs, "ERROR"); ours != "" {
+		t.Errorf("failures were logged at ERROR:\n%s", ours)
 	}
 	if len(engine.bad) > 0 {
 		t.Errorf("the stand-in saw malformed requests: %v", engine.bad)
@@ -275,9 +275,22 @@ func TestIdleWorkerIsSilent(t *testing.T) {
 			t.Errorf("an idle worker counted %s...", series)
 		}
 	}
-	if strings.Contains(before, "level=WARN") || strings.Contains(before, "level=ERROR") {
-		t.Errorf("start-up logged warnings or errors:\n%s", before)
+	if ours := transcriberRecords(before, "WARN") + transcriberRecords(before, "ERROR"); ours != "" {
+		t.Errorf("start-up logged warnings or errors:\n%s", ours)
 	}
+}
+
+// transcriberRecords returns the records at level that transcriber wrote,
+// leaving out the embedded Temporal server's: it reports its own start-up
+// hiccups (a shard not yet owned) at ERROR and retries them by itself.
+func transcriberRecords(logs, level string) string {
+	var out strings.Builder
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "level="+level) && !strings.Contains(line, "component=temporal-server") {
+			out.WriteString(line + "\n")
+		}
+	}
+	return out.String()
 }
 
 // Scenario: A cancelled job keeps its recording and drops a late result
