@@ -33,6 +33,8 @@ type openAIStandIn struct {
 	text     string
 	requests int
 	bad      []string
+	// prompts are the prompt fields received, in order.
+	prompts []string
 }
 
 func newOpenAIStandIn(t testing.TB) *openAIStandIn {
@@ -101,6 +103,11 @@ func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	if fileBytes == 0 || fields["model"] == "" {
 		problem("file and model are required")
 		return
+	}
+	if p, ok := fields["prompt"]; ok {
+		s.mu.Lock()
+		s.prompts = append(s.prompts, p)
+		s.mu.Unlock()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	switch status {

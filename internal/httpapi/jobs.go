@@ -33,8 +33,12 @@ var (
 
 // submission is what a request asks for besides the recording.
 type submission struct {
-	key, engine, language, callback string
+	key, engine, language, callback, prompt string
 }
+
+// maxPrompt bounds a prompt: OpenAI reads about 224 tokens of it, a few
+// hundred words; more is a mistake, not guidance.
+const maxPrompt = 4096
 
 // checkHeader validates what arrives before the body, so that a bad key
 // is refused before a large upload is read.
@@ -50,6 +54,9 @@ func checkKey(r *http.Request) (string, *apiError) {
 func (a *API) checkSubmission(s submission) *apiError {
 	if s.language != "" && !languagePattern.MatchString(s.language) {
 		return errBadRequest("invalid_language", fmt.Sprintf("language %q is not a language code such as en or ru", s.language))
+	}
+	if len(s.prompt) > maxPrompt {
+		return errBadRequest("invalid_prompt", fmt.Sprintf("prompt is %d bytes; at most %d are accepted", len(s.prompt), maxPrompt))
 	}
 	if s.engine != "" && !slices.Contains(a.opts.Engines, s.engine) {
 		return errBadRequest("invalid_engine", fmt.Sprintf("engine %q is not one of %s", s.engine, strings.Join(a.opts.Engines, ", ")))
@@ -106,6 +113,7 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		Engine:      engine,
 		Fallback:    fallback,
 		Language:    s.language,
+		Prompt:      s.prompt,
 		Policy:      a.opts.Policy,
 		AcceptedAt:  time.Now(),
 		CallbackURL: s.callback,
@@ -166,7 +174,7 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer u.remove()
-	s := submission{key: key, engine: u.field(r, "engine"), language: u.field(r, "language"), callback: u.field(r, "callback_url")}
+	s := submission{key: key, engine: u.field(r, "engine"), language: u.field(r, "language"), callback: u.field(r, "callback_url"), prompt: u.field(r, "prompt")}
 	if apiErr := a.checkSubmission(s); apiErr != nil {
 		writeError(w, apiErr)
 		return

@@ -54,7 +54,7 @@ func (a *API) openAITranscription(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errBadRequest("missing_model", "the form has no field model; any model name is accepted, and an engine name (such as local) picks that engine"))
 		return
 	}
-	s := submission{key: key, language: u.fields["language"]}
+	s := submission{key: key, language: u.fields["language"], prompt: u.fields["prompt"]}
 	// OpenAI model names mean nothing here; an engine's name picks it.
 	if slices.Contains(a.opts.Engines, u.fields["model"]) {
 		s.engine = u.fields["model"]
