@@ -133,15 +133,14 @@ type jobState struct {
 	// recognition, -1 when none did.
 	failedChunk int
 	// called holds the operations an engine called back about that the job
-	// has not checked since; checked are those already settled, whose
-	// repeated callbacks are ignored.
-	called  map[string]bool
-	checked map[string]bool
+	// has not checked since. Only a wait for that very operation consumes
+	// an entry, so a repeated or stale callback wakes nothing.
+	called map[string]bool
 }
 
 func newJob(ctx workflow.Context, in Input) *jobState {
 	if in.Resume != nil {
-		return &jobState{s: *in.Resume, failedChunk: -1, called: map[string]bool{}, checked: map[string]bool{}}
+		return &jobState{s: *in.Resume, failedChunk: -1, called: map[string]bool{}}
 	}
 	info := workflow.GetInfo(ctx)
 	now := workflow.Now(ctx)
@@ -159,7 +158,7 @@ func newJob(ctx workflow.Context, in Input) *jobState {
 	if p.ParkFor <= 0 {
 		p.ParkFor = DefaultParkFor
 	}
-	return &jobState{failedChunk: -1, called: map[string]bool{}, checked: map[string]bool{}, s: Status{
+	return &jobState{failedChunk: -1, called: map[string]bool{}, s: Status{
 		JobID:      info.WorkflowExecution.ID,
 		State:      job.Accepted,
 		Source:     in.Source,
@@ -231,11 +230,9 @@ func (j *jobState) handle(ctx workflow.Context) error {
 			if ctx.Err() != nil {
 				return
 			}
-			if cb.OperationID == "" || j.checked[cb.OperationID] {
-				j.logger(ctx).Info("engine callback ignored: no operation of this job waits for it", "operation_id", cb.OperationID)
-				continue
+			if cb.OperationID != "" {
+				j.called[cb.OperationID] = true
 			}
-			j.called[cb.OperationID] = true
 		}
 	})
 	revive := workflow.GetSignalChannel(ctx, SignalRevive)
@@ -375,7 +372,6 @@ func (j *jobState) recognize(ctx workflow.Context, p *Piece, chunk bool) error {
 			return err
 		}
 		if rec.Done {
-			j.checked[op] = true
 			p.recognized(rec)
 			return nil
 		}

@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -131,4 +133,30 @@ func CallbackToken(secret, jobID string) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte(jobID))
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// ReadAnswer reads a provider's answer to one request, bounded by limit.
+// For a 2xx it returns the body with ok set; an answer cut off or too large
+// is a classified error, a cancellation the context's error. For any other
+// status it returns what could be read with ok unset, for the caller to
+// classify by the status: a partial error body still carries it. prefix
+// starts context errors ("speechkit: recognition request"); provider and
+// what name the service and the request in messages.
+func ReadAnswer(ctx context.Context, resp *http.Response, limit int64, prefix, provider, what string) (body []byte, ok bool, err error) {
+	body, tooLarge, readErr := ReadLimited(resp.Body, limit)
+	if readErr != nil && ctx.Err() != nil {
+		return nil, false, fmt.Errorf("%s: read response: %w", prefix, ctx.Err())
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return body, false, nil
+	}
+	switch {
+	case readErr != nil:
+		return nil, false, &Error{Kind: Unreachable, Status: resp.StatusCode,
+			Message: "the connection to " + provider + " broke before its answer to the " + what + " was complete", Err: readErr}
+	case tooLarge:
+		return nil, false, &Error{Kind: Unavailable, Status: resp.StatusCode,
+			Message: fmt.Sprintf("malformed response to the %s: larger than %d bytes", what, limit)}
+	}
+	return body, true, nil
 }

@@ -480,24 +480,12 @@ func (e *Engine) do(ctx context.Context, req *http.Request, s step, up *upload) 
 	}
 	defer resp.Body.Close()
 
-	body, tooLarge, readErr := engine.ReadLimited(resp.Body, e.maxResponse)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		if readErr != nil && ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("speechkit: %s: read response: %w", s, ctx.Err())
-		}
-		// A partial error body still carries the status, which is what
-		// decides the classification.
-		return nil, nil, e.statusError(resp, body, s, time.Now())
+	body, ok, err := engine.ReadAnswer(ctx, resp, e.maxResponse, "speechkit: "+s.String(), "SpeechKit", s.String())
+	if err != nil {
+		return nil, nil, err
 	}
-	switch {
-	case readErr != nil && ctx.Err() != nil:
-		return nil, nil, fmt.Errorf("speechkit: %s: read response: %w", s, ctx.Err())
-	case readErr != nil:
-		return nil, nil, &engine.Error{Kind: engine.Unreachable, Status: resp.StatusCode,
-			Message: "the connection to SpeechKit broke before its answer to the " + s.String() + " was complete", Err: readErr}
-	case tooLarge:
-		return nil, nil, &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
-			Message: fmt.Sprintf("malformed response to the %s: larger than %d bytes", s, e.maxResponse)}
+	if !ok {
+		return nil, nil, e.statusError(resp, body, s, time.Now())
 	}
 	return resp, body, nil
 }
