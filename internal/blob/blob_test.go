@@ -22,7 +22,7 @@ func newStore(t *testing.T) *Local {
 	return s
 }
 
-func put(t *testing.T, s *Local, key string, data []byte) {
+func put(t *testing.T, s Store, key string, data []byte) {
 	t.Helper()
 	n, err := s.Put(context.Background(), key, bytes.NewReader(data))
 	if err != nil {
@@ -33,7 +33,7 @@ func put(t *testing.T, s *Local, key string, data []byte) {
 	}
 }
 
-func read(t *testing.T, s *Local, key string) []byte {
+func read(t *testing.T, s Store, key string) []byte {
 	t.Helper()
 	rc, err := s.Open(context.Background(), key)
 	if err != nil {

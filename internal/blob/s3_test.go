@@ -259,17 +259,17 @@ func TestS3KeysLiveUnderThePrefix(t *testing.T) {
 	srv.CreateBucket(t, "shared")
 	deploy := bucketStore(t, srv, "shared", "//team/prod/")
 	top := bucketStore(t, srv, "shared", "")
-	mustPut(t, deploy, "jobs/x/transcript.json", []byte("prod"))
-	mustPut(t, top, "jobs/x/transcript.json", []byte("top"))
+	put(t, deploy, "jobs/x/transcript.json", []byte("prod"))
+	put(t, top, "jobs/x/transcript.json", []byte("top"))
 
 	want := []string{"jobs/x/transcript.json", "team/prod/jobs/x/transcript.json"}
 	if got := srv.Objects(t, "shared"); !slices.Equal(got, want) {
 		t.Errorf("objects in bucket = %q; want %q", got, want)
 	}
-	if got := string(mustRead(t, top, "team/prod/jobs/x/transcript.json")); got != "prod" {
+	if got := string(read(t, top, "team/prod/jobs/x/transcript.json")); got != "prod" {
 		t.Errorf("unprefixed store reads %q under the prefix; want %q", got, "prod")
 	}
-	if got := string(mustRead(t, deploy, "jobs/x/transcript.json")); got != "prod" {
+	if got := string(read(t, deploy, "jobs/x/transcript.json")); got != "prod" {
 		t.Errorf("prefixed store reads %q; want its own %q", got, "prod")
 	}
 }
@@ -320,7 +320,7 @@ func TestS3HonoursCancellation(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.CreateBucket(t, "cancel")
 	s := bucketStore(t, srv, "cancel", "")
-	mustPut(t, s, "big", bytes.Repeat([]byte("x"), 4<<20))
+	put(t, s, "big", bytes.Repeat([]byte("x"), 4<<20))
 
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -84,31 +84,6 @@ func spaceOf(t *testing.T) string {
 	return strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
 }
 
-func mustPut(t *testing.T, s Store, key string, data []byte) {
-	t.Helper()
-	n, err := s.Put(context.Background(), key, bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("Put(%q): %v", key, err)
-	}
-	if n != int64(len(data)) {
-		t.Fatalf("Put(%q) = %d bytes; want %d", key, n, len(data))
-	}
-}
-
-func mustRead(t *testing.T, s Store, key string) []byte {
-	t.Helper()
-	rc, err := s.Open(context.Background(), key)
-	if err != nil {
-		t.Fatalf("Open(%q): %v", key, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatalf("read %q: %v", key, err)
-	}
-	return b
-}
-
 // allocated is how many bytes of heap f allocates, counting every
 // goroutine; the checks run alone, so that is the store's doing.
 func allocated(f func()) uint64 {
@@ -133,11 +108,11 @@ func conformance(t *testing.T, k kind) {
 	// Scenario: A job's objects are removed together, and only they
 	t.Run("delete job", func(t *testing.T) {
 		s := k.open(t, spaceOf(t))
-		mustPut(t, s, JobKey("tg-1-2", "original.ogg"), []byte("a"))
-		mustPut(t, s, JobKey("tg-1-2", "run-1-1/transcript.json"), []byte("b"))
-		mustPut(t, s, JobKey("tg-1-20", "original.ogg"), []byte("c"))
-		mustPut(t, s, JobKey("../../etc", "original.ogg"), []byte("d"))
-		mustPut(t, s, "chats/1/settings.json", []byte("e"))
+		put(t, s, JobKey("tg-1-2", "original.ogg"), []byte("a"))
+		put(t, s, JobKey("tg-1-2", "run-1-1/transcript.json"), []byte("b"))
+		put(t, s, JobKey("tg-1-20", "original.ogg"), []byte("c"))
+		put(t, s, JobKey("../../etc", "original.ogg"), []byte("d"))
+		put(t, s, "chats/1/settings.json", []byte("e"))
 		n, err := s.DeleteJob(ctx, "tg-1-2")
 		if err != nil || n != 2 {
 			t.Fatalf("DeleteJob = %d, %v; want 2 objects", n, err)
@@ -169,10 +144,10 @@ func conformance(t *testing.T, k kind) {
 			JobKey("../../etc", "a.ogg"): []byte("hostile id"),
 		}
 		for key, data := range objects {
-			mustPut(t, s, key, data)
+			put(t, s, key, data)
 		}
 		for key, data := range objects {
-			if got := mustRead(t, s, key); !bytes.Equal(got, data) {
+			if got := read(t, s, key); !bytes.Equal(got, data) {
 				t.Errorf("Open(%q) = %q; want %q", key, got, data)
 			}
 			size, err := s.Size(ctx, key)
@@ -202,9 +177,9 @@ func conformance(t *testing.T, k kind) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				s := k.open(t, spaceOf(t))
-				mustPut(t, s, "k/v", []byte(tc.first))
-				mustPut(t, s, "k/v", []byte(tc.second))
-				if got := string(mustRead(t, s, "k/v")); got != tc.second {
+				put(t, s, "k/v", []byte(tc.first))
+				put(t, s, "k/v", []byte(tc.second))
+				if got := string(read(t, s, "k/v")); got != tc.second {
 					t.Errorf("after second Put, Open = %q; want %q", got, tc.second)
 				}
 				if got := k.leftovers(t, spaceOf(t)); !slices.Equal(got, []string{"k/v"}) {
@@ -267,7 +242,7 @@ func conformance(t *testing.T, k kind) {
 	// Scenario: A missing object is reported as not found
 	t.Run("missing key", func(t *testing.T) {
 		s := k.open(t, spaceOf(t))
-		mustPut(t, s, "jobs/x/audio.wav", []byte("a"))
+		put(t, s, "jobs/x/audio.wav", []byte("a"))
 		for _, key := range []string{"nothing/here", "jobs/x/other.wav", "jobs/x/audio.wav/more", "jobs/x", "jobs"} {
 			rc, err := s.Open(ctx, key)
 			if err == nil {
@@ -330,7 +305,7 @@ func conformance(t *testing.T, k kind) {
 					s := k.open(t, spaceOf(t))
 					const key = "jobs/j/audio.wav"
 					if existing {
-						mustPut(t, s, key, []byte("old"))
+						put(t, s, key, []byte("old"))
 					}
 					ctx, cancel := context.WithCancel(context.Background())
 					if tc.precanc {
@@ -347,7 +322,7 @@ func conformance(t *testing.T, k kind) {
 					var want []string
 					if existing {
 						want = []string{key}
-						if got := string(mustRead(t, s, key)); got != "old" {
+						if got := string(read(t, s, key)); got != "old" {
 							t.Errorf("after failed Put, Open = %q; want %q", got, "old")
 						}
 					} else if _, err := s.Open(context.Background(), key); !errors.Is(err, ErrNotFound) {
@@ -364,13 +339,13 @@ func conformance(t *testing.T, k kind) {
 	// Scenario: Stores under different prefixes do not see each other's objects
 	t.Run("isolation", func(t *testing.T) {
 		a, b := k.open(t, spaceOf(t)+"-a"), k.open(t, spaceOf(t)+"-b")
-		mustPut(t, a, "jobs/x/transcript.json", []byte("from a"))
-		mustPut(t, b, "jobs/x/transcript.json", []byte("from b"))
-		mustPut(t, a, "only/in/a", []byte("a"))
-		if got := string(mustRead(t, a, "jobs/x/transcript.json")); got != "from a" {
+		put(t, a, "jobs/x/transcript.json", []byte("from a"))
+		put(t, b, "jobs/x/transcript.json", []byte("from b"))
+		put(t, a, "only/in/a", []byte("a"))
+		if got := string(read(t, a, "jobs/x/transcript.json")); got != "from a" {
 			t.Errorf("a: Open = %q; want %q", got, "from a")
 		}
-		if got := string(mustRead(t, b, "jobs/x/transcript.json")); got != "from b" {
+		if got := string(read(t, b, "jobs/x/transcript.json")); got != "from b" {
 			t.Errorf("b: Open = %q; want %q", got, "from b")
 		}
 		if _, err := b.Size(ctx, "only/in/a"); !errors.Is(err, ErrNotFound) {
