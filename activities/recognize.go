@@ -226,3 +226,14 @@ func rawExt(contentType string) string {
 	}
 	return ".bin"
 }
+
+// recognizer finds the engine a step names; one this worker lacks is a verdict,
+// since retrying on the same worker cannot make it appear.
+func (a *Activities) recognizer(name string) (Recognizer, error) {
+	rec, ok := a.Engines[name]
+	if !ok {
+		return nil, verdict(job.EngineNotConfigured, fmt.Sprintf(
+			"engine %q is not configured on this worker", name))
+	}
+	return rec, nil
+}

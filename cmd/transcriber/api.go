@@ -12,7 +12,7 @@ import (
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/httpapi"
-	"github.com/transcriber/transcriber/internal/jobs"
+	"github.com/transcriber/transcriber/internal/jobctl"
 )
 
 func runAPI(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
@@ -34,7 +34,7 @@ must see too. Workers do the jobs it starts.`)
 func newAPI(cfg config.Config, c client.Client, blobs blob.Store, logger *slog.Logger) (*httpapi.API, error) {
 	api, err := httpapi.NewAPI(httpapi.APIOptions{
 		Tokens:         cfg.APITokens,
-		Jobs:           &jobs.Service{Client: c, Namespace: cfg.TemporalNamespace},
+		Jobs:           &jobctl.Service{Client: c, Namespace: cfg.TemporalNamespace},
 		Blobs:          blobs,
 		SpoolDir:       filepath.Join(cfg.DataDir, "spool"),
 		MaxUploadBytes: cfg.MaxUploadBytes,

@@ -14,7 +14,7 @@ import (
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/job"
-	"github.com/transcriber/transcriber/internal/jobs"
+	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/transcript"
 	"github.com/transcriber/transcriber/workflows"
 )
@@ -93,11 +93,11 @@ func runJobs(ctx context.Context, args []string, env func(string) string, stdout
 }
 
 func listJobs(ctx context.Context, c client.Client, namespace, state string, w io.Writer) error {
-	st, err := jobs.ParseState(state)
+	st, err := jobctl.ParseState(state)
 	if err != nil {
 		return usageError("--state: %v", err)
 	}
-	svc := &jobs.Service{Client: c, Namespace: namespace}
+	svc := &jobctl.Service{Client: c, Namespace: namespace}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tSOURCE\tENGINE\tSTARTED")
 	or := func(s string) string {

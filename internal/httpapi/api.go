@@ -15,17 +15,17 @@ import (
 	"time"
 
 	"github.com/transcriber/transcriber/internal/job"
-	"github.com/transcriber/transcriber/internal/jobs"
+	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/workflows"
 )
 
-// Jobs is what the API asks of Temporal; *jobs.Service implements it.
+// Jobs is what the API asks of Temporal; *jobctl.Service implements it.
 type Jobs interface {
-	Lookup(ctx context.Context, id string) (jobs.Existing, error)
-	Start(ctx context.Context, req jobs.StartRequest) (existing bool, err error)
-	Get(ctx context.Context, id string) (workflows.Status, []jobs.Pending, error)
+	Lookup(ctx context.Context, id string) (jobctl.Existing, error)
+	Start(ctx context.Context, req jobctl.StartRequest) (existing bool, err error)
+	Get(ctx context.Context, id string) (workflows.Status, []jobctl.Pending, error)
 	Await(ctx context.Context, id string) (workflows.Status, error)
-	List(ctx context.Context, state job.State, pageSize int, token []byte) ([]jobs.Summary, []byte, error)
+	List(ctx context.Context, state job.State, pageSize int, token []byte) ([]jobctl.Summary, []byte, error)
 	Revive(ctx context.Context, id string) (workflows.Status, error)
 	Cancel(ctx context.Context, id string) error
 }

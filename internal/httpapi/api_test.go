@@ -22,7 +22,7 @@ import (
 
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/job"
-	"github.com/transcriber/transcriber/internal/jobs"
+	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/transcript"
 	"github.com/transcriber/transcriber/workflows"
 )
@@ -47,22 +47,22 @@ var _ Jobs = (*fakeJobs)(nil)
 
 func newFakeJobs() *fakeJobs { return &fakeJobs{jobs: map[string]*fakeJob{}} }
 
-func (f *fakeJobs) Lookup(_ context.Context, id string) (jobs.Existing, error) {
+func (f *fakeJobs) Lookup(_ context.Context, id string) (jobctl.Existing, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	j, ok := f.jobs[id]
 	if !ok {
-		return jobs.Existing{}, jobs.ErrNotFound
+		return jobctl.Existing{}, jobctl.ErrNotFound
 	}
-	return jobs.Existing{ContentSHA256: j.hash, Closed: j.closed, Rerunnable: j.closed && j.status.State == job.Cancelled}, nil
+	return jobctl.Existing{ContentSHA256: j.hash, Closed: j.closed, Rerunnable: j.closed && j.status.State == job.Cancelled}, nil
 }
 
-func (f *fakeJobs) Start(_ context.Context, req jobs.StartRequest) (bool, error) {
+func (f *fakeJobs) Start(_ context.Context, req jobctl.StartRequest) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if j, ok := f.jobs[req.ID]; ok && !(req.Rerun && j.closed && j.status.State == job.Cancelled) {
 		if j.hash != req.ContentSHA256 {
-			return false, jobs.ErrConflict
+			return false, jobctl.ErrConflict
 		}
 		return true, nil
 	}
@@ -89,10 +89,10 @@ func (f *fakeJobs) set(id string, change func(*fakeJob)) {
 	change(f.jobs[id])
 }
 
-func (f *fakeJobs) Get(_ context.Context, id string) (workflows.Status, []jobs.Pending, error) {
+func (f *fakeJobs) Get(_ context.Context, id string) (workflows.Status, []jobctl.Pending, error) {
 	st, ok := f.status(id)
 	if !ok {
-		return st, nil, jobs.ErrNotFound
+		return st, nil, jobctl.ErrNotFound
 	}
 	return st, nil, nil
 }
@@ -101,7 +101,7 @@ func (f *fakeJobs) Await(ctx context.Context, id string) (workflows.Status, erro
 	for {
 		st, ok := f.status(id)
 		if !ok {
-			return st, jobs.ErrNotFound
+			return st, jobctl.ErrNotFound
 		}
 		if st.State.Settled() {
 			return st, nil
@@ -114,14 +114,14 @@ func (f *fakeJobs) Await(ctx context.Context, id string) (workflows.Status, erro
 	}
 }
 
-func (f *fakeJobs) List(_ context.Context, state job.State, _ int, _ []byte) ([]jobs.Summary, []byte, error) {
+func (f *fakeJobs) List(_ context.Context, state job.State, _ int, _ []byte) ([]jobctl.Summary, []byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.listed = state
-	var out []jobs.Summary
+	var out []jobctl.Summary
 	for id, j := range f.jobs {
 		if state == "" || j.status.State == state {
-			out = append(out, jobs.Summary{ID: id, State: j.status.State})
+			out = append(out, jobctl.Summary{ID: id, State: j.status.State})
 		}
 	}
 	return out, nil, nil
@@ -130,10 +130,10 @@ func (f *fakeJobs) List(_ context.Context, state job.State, _ int, _ []byte) ([]
 func (f *fakeJobs) Revive(_ context.Context, id string) (workflows.Status, error) {
 	st, ok := f.status(id)
 	if !ok {
-		return st, jobs.ErrNotFound
+		return st, jobctl.ErrNotFound
 	}
 	if st.State != job.Failed && st.State != job.Dead {
-		return st, jobs.ErrNotRevivable
+		return st, jobctl.ErrNotRevivable
 	}
 	f.mu.Lock()
 	f.revived = append(f.revived, id)
@@ -147,9 +147,9 @@ func (f *fakeJobs) Cancel(_ context.Context, id string) error {
 	j, ok := f.jobs[id]
 	switch {
 	case !ok:
-		return jobs.ErrNotFound
+		return jobctl.ErrNotFound
 	case j.closed:
-		return jobs.ErrClosed
+		return jobctl.ErrClosed
 	}
 	j.status.State, j.closed = job.Cancelled, true
 	return nil

@@ -18,7 +18,7 @@ import (
 	"github.com/transcriber/transcriber/activities"
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/job"
-	"github.com/transcriber/transcriber/internal/jobs"
+	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/transcript"
 	"github.com/transcriber/transcriber/workflows"
 )
@@ -92,7 +92,7 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 			return "", false, conflict(s.key)
 		}
 		return id, true, nil
-	case err != nil && !errors.Is(err, jobs.ErrNotFound):
+	case err != nil && !errors.Is(err, jobctl.ErrNotFound):
 		return "", false, errUnavailable(err)
 	}
 	// The key carries the hash: two requests racing with one id and other
@@ -118,9 +118,9 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		AcceptedAt:  time.Now(),
 		CallbackURL: s.callback,
 	}
-	existing, err = a.opts.Jobs.Start(ctx, jobs.StartRequest{ID: id, Input: in, ContentSHA256: hash, Rerun: rerun})
+	existing, err = a.opts.Jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, ContentSHA256: hash, Rerun: rerun})
 	switch {
-	case errors.Is(err, jobs.ErrConflict):
+	case errors.Is(err, jobctl.ErrConflict):
 		return "", false, conflict(s.key)
 	case err != nil:
 		return "", false, errUnavailable(err)
@@ -260,7 +260,7 @@ var progressOf = map[job.State]float64{
 	job.Accepted: 0, job.Fetching: 0.05, job.Converting: 0.1, job.Transcribing: 0.3, job.Replying: 0.95, job.Done: 1,
 }
 
-func viewOf(st workflows.Status, pending []jobs.Pending) jobView {
+func viewOf(st workflows.Status, pending []jobctl.Pending) jobView {
 	v := jobView{
 		ID: st.JobID, State: st.State, Source: st.Source, Engine: st.Engine,
 		Language: st.Language, DetectedLanguage: st.DetectedLanguage, Words: st.Words,
@@ -305,7 +305,7 @@ func viewOf(st workflows.Status, pending []jobs.Pending) jobView {
 
 func (a *API) jobError(id string, err error) *apiError {
 	switch {
-	case errors.Is(err, jobs.ErrNotFound):
+	case errors.Is(err, jobctl.ErrNotFound):
 		return errNotFound("no job " + id)
 	case errors.Is(err, context.Canceled):
 		return &apiError{status: 499, code: "cancelled", message: "the request was cancelled"}
@@ -324,13 +324,13 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
 }
 
 type listBody struct {
-	Jobs          []jobs.Summary `json:"jobs"`
-	NextPageToken string         `json:"next_page_token,omitempty"`
+	Jobs          []jobctl.Summary `json:"jobs"`
+	NextPageToken string           `json:"next_page_token,omitempty"`
 }
 
 func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	state, err := jobs.ParseState(q.Get("state"))
+	state, err := jobctl.ParseState(q.Get("state"))
 	if err != nil {
 		writeError(w, errBadRequest("invalid_state", err.Error()))
 		return
@@ -353,7 +353,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if list == nil {
-		list = []jobs.Summary{}
+		list = []jobctl.Summary{}
 	}
 	writeJSON(w, http.StatusOK, listBody{Jobs: list, NextPageToken: base64.RawURLEncoding.EncodeToString(next)})
 }
@@ -422,7 +422,7 @@ type reviveBody struct {
 func (a *API) reviveJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	st, err := a.opts.Jobs.Revive(r.Context(), id)
-	if errors.Is(err, jobs.ErrNotRevivable) {
+	if errors.Is(err, jobctl.ErrNotRevivable) {
 		writeError(w, &apiError{status: http.StatusConflict, code: "not_revivable",
 			message: fmt.Sprintf("job %s is %s; only failed or dead jobs can be revived", id, st.State)})
 		return
@@ -447,7 +447,7 @@ type cancelBody struct {
 func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	err := a.opts.Jobs.Cancel(r.Context(), id)
-	if errors.Is(err, jobs.ErrClosed) {
+	if errors.Is(err, jobctl.ErrClosed) {
 		writeError(w, &apiError{status: http.StatusConflict, code: "closed", message: fmt.Sprintf("job %s has closed; there is nothing to cancel", id)})
 		return
 	}

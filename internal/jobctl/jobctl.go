@@ -1,8 +1,8 @@
-// Package jobs reads and steers transcription jobs through a Temporal
+// Package jobctl reads and steers transcription jobs through a Temporal
 // client: listing them by state, reading one, starting one under an id that
 // must stay tied to one recording, reviving and cancelling. The operator
 // commands and the HTTP API share it, so both see jobs the same way.
-package jobs
+package jobctl
 
 import (
 	"context"

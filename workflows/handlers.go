@@ -1,0 +1,88 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/transcriber/transcriber/internal/job"
+)
+
+var languagePattern = regexp.MustCompile(`^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`)
+
+// handle registers the query, the updates and the revive signal.
+func (j *jobState) handle(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) {
+		return j.s, nil
+	}); err != nil {
+		return fmt.Errorf("register %s query: %w", QueryStatus, err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetLanguage,
+		func(ctx workflow.Context, req SetLanguageRequest) (Status, error) {
+			j.s.Language = req.Language
+			j.s.UpdatedAt = workflow.Now(ctx)
+			return j.s, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req SetLanguageRequest) error {
+			if req.Language != "" && !languagePattern.MatchString(req.Language) {
+				return fmt.Errorf("language %q is not a language code such as en or ru", req.Language)
+			}
+			if j.s.State.Settled() && j.s.State != job.Failed && j.s.State != job.Dead {
+				return fmt.Errorf("the job is %s; its language can no longer change", j.s.State)
+			}
+			return nil
+		}},
+	); err != nil {
+		return fmt.Errorf("register %s update: %w", UpdateSetLanguage, err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAnnotate,
+		func(ctx workflow.Context, req AnnotateRequest) (Status, error) {
+			if req.Title != "" {
+				j.s.Title = req.Title
+			}
+			if req.Note != "" {
+				j.s.Note = req.Note
+			}
+			j.s.UpdatedAt = workflow.Now(ctx)
+			return j.s, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req AnnotateRequest) error {
+			if len(req.Title) > 1000 || len(req.Note) > 10000 {
+				return errors.New("title is limited to 1000 bytes and note to 10000")
+			}
+			return nil
+		}},
+	); err != nil {
+		return fmt.Errorf("register %s update: %w", UpdateAnnotate, err)
+	}
+	callbacks := workflow.GetSignalChannel(ctx, SignalEngineCallback)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var cb EngineCallback
+			callbacks.Receive(ctx, &cb)
+			if ctx.Err() != nil {
+				return
+			}
+			if cb.OperationID != "" {
+				j.called[cb.OperationID] = true
+			}
+		}
+	})
+	revive := workflow.GetSignalChannel(ctx, SignalRevive)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			revive.Receive(ctx, nil)
+			if ctx.Err() != nil {
+				return
+			}
+			if j.parked {
+				j.revived = true
+			} else {
+				j.logger(ctx).Info("revive ignored: the job is not failed or dead", "state", string(j.s.State))
+			}
+		}
+	})
+	return nil
+}

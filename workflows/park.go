@@ -1,0 +1,130 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/transcriber/transcriber/activities"
+	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/metrics"
+)
+
+// failure reads what stopped a step. A definitive verdict fails the job. A
+// retryable failure reaches the workflow only once Temporal has spent every
+// attempt on it, and time that ran out is the same kind of exhaustion: both
+// make the job dead.
+func (j *jobState) failure(ctx workflow.Context, err error) (job.Failure, bool) {
+	f := job.Failure{Kind: job.Internal, Step: j.s.State, Message: err.Error(), At: workflow.Now(ctx)}
+	dead := true
+	var appErr *temporal.ApplicationError
+	var timeoutErr *temporal.TimeoutError
+	switch {
+	case errors.As(err, &appErr):
+		f.Kind, f.Message = job.Kind(appErr.Type()), appErr.Message()
+		dead = !(appErr.NonRetryable() || slices.Contains(verdictKinds, appErr.Type())) || f.Kind == job.Timeout
+	case errors.As(err, &timeoutErr):
+		f.Kind = job.Timeout
+		f.Message = fmt.Sprintf("the step did not finish in time (%s timeout)", timeoutName(timeoutErr.TimeoutType()))
+	}
+	var actErr *temporal.ActivityError
+	if dead && errors.As(err, &actErr) && actErr.RetryState() != enumspb.RETRY_STATE_TIMEOUT {
+		f.Attempts = j.s.Policy.MaxAttempts
+	}
+	if j.failedChunk >= 0 {
+		f.Message = fmt.Sprintf("chunk %d of %d: %s", j.failedChunk+1, len(j.s.Chunks), f.Message)
+		j.failedChunk = -1
+	}
+	return f, dead
+}
+
+// fallBack hands a job whose engine gave up on recognising it to the
+// fallback engine, once. The fallback starts from the original, since it
+// may want the audio in another format or cut otherwise; the primary's
+// failure is counted and logged, and the job names the engine that gave up.
+func (j *jobState) fallBack(ctx workflow.Context, f job.Failure) bool {
+	fb := j.s.Fallback
+	if f.Step != job.Transcribing || fb == "" || fb == j.s.Engine || j.s.FallbackFrom != "" {
+		return false
+	}
+	j.logger(ctx).Warn("engine gave up; the fallback engine takes the job",
+		"engine", j.s.Engine, "fallback", fb, "kind", string(f.Kind))
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"kind": string(f.Kind)}).Counter(metrics.FailuresTotal).Inc(1)
+	j.s.FallbackFrom, j.s.Engine = j.s.Engine, fb
+	j.s.Piece, j.s.Chunks, j.s.ChunksDone = Piece{}, nil, 0
+	return true
+}
+
+func timeoutName(t enumspb.TimeoutType) string {
+	switch t {
+	case enumspb.TIMEOUT_TYPE_HEARTBEAT:
+		return "heartbeat"
+	case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE:
+		return "schedule-to-close"
+	case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+		return "schedule-to-start"
+	}
+	return "start-to-close"
+}
+
+// park is the one place where a job becomes failed or dead: it records the
+// failure, tells the sender, and waits for revive. It reports whether the
+// job was revived.
+func (j *jobState) park(ctx workflow.Context, f job.Failure, dead bool) bool {
+	state := job.Failed
+	if dead {
+		state = job.Dead
+	}
+	j.s.Failure = &f
+	logger := j.logger(ctx)
+	logger.Warn("job stopped", "state", string(state), "kind", string(f.Kind))
+	if err := j.enter(ctx, state); err != nil {
+		logger.Error("publish state failed", "error", err)
+	}
+	j.count(ctx, state, &f)
+	if err := j.reply(ctx, state, &f); err != nil && ctx.Err() == nil {
+		logger.Warn("failure notice not delivered", "error", err)
+	}
+	j.notify(ctx, state)
+	j.parked, j.revived = true, false
+	ok, err := workflow.AwaitWithTimeout(ctx, j.s.Policy.ParkFor, func() bool { return j.revived })
+	j.parked = false
+	if err != nil || !ok {
+		if err == nil {
+			j.s.FinishedAt = workflow.Now(ctx)
+		}
+		return false
+	}
+	j.s.Revivals++
+	j.s.Failure = nil
+	logger.Info("job revived", "from_step", string(f.Step))
+	return true
+}
+
+// retain keeps a closed job's recordings and transcripts for the policy's
+// retention, then removes them and says so in the job's status. The job's
+// state stays what it was; the run stays open only as the timer that does
+// this, so the status query keeps answering. A job cancelled meanwhile
+// keeps everything, as cancelling promises.
+func (j *jobState) retain(ctx workflow.Context) {
+	keep := j.s.Policy.Retain
+	if keep <= 0 || ctx.Err() != nil {
+		return
+	}
+	j.s.RemoveAt = workflow.Now(ctx).Add(keep)
+	if err := workflow.Sleep(ctx, keep); err != nil {
+		return
+	}
+	var out activities.RemoveOutput
+	err := workflow.ExecuteActivity(j.stepOptions(ctx, removeTimeout, 0), a.RemoveRecordings, activities.RemoveInput{Call: j.call()}).Get(ctx, &out)
+	if err != nil {
+		j.logger(ctx).Warn("recordings not removed after retention; remove them by hand", "error", err)
+		return
+	}
+	j.s.RemovedAt = workflow.Now(ctx)
+	j.s.UpdatedAt = j.s.RemovedAt
+}

@@ -1,0 +1,58 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/transcriber/transcriber/activities"
+	"github.com/transcriber/transcriber/internal/job"
+)
+
+// replyOnlyWhenExpected marks the change that stopped scheduling a reply
+// step for jobs whose sender expects none (the command line, HTTP): it was a
+// round trip that did nothing. Jobs started before it still run the step.
+const replyOnlyWhenExpected = "reply-only-when-expected"
+
+func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) error {
+	if !activities.ExpectsReply(j.s.Source) &&
+		workflow.GetVersion(ctx, replyOnlyWhenExpected, workflow.DefaultVersion, 1) >= 1 {
+		return nil
+	}
+	return workflow.ExecuteActivity(j.stepOptions(ctx, replyTimeout, heartbeatTimeout), a.SendReply, activities.ReplyInput{
+		Call: j.call(),
+		Reply: activities.Reply{
+			JobID: j.s.JobID, Source: j.s.Source, Recipient: j.s.Recipient,
+			State: state, TranscriptKey: j.s.TranscriptKey, Failure: f,
+		},
+	}).Get(ctx, nil)
+}
+
+// acknowledge tells the sender once that the recording was accepted.
+func (j *jobState) acknowledge(ctx workflow.Context) {
+	r := j.s.Recipient
+	if !activities.ExpectsReply(j.s.Source) || r == nil || r.StatusMessageID != 0 || j.s.Acknowledged {
+		return
+	}
+	j.s.Acknowledged = true
+	var id int
+	err := workflow.ExecuteActivity(j.courtesy(ctx), a.Acknowledge, activities.NoticeInput{
+		JobID: j.s.JobID, Source: j.s.Source, Recipient: *r,
+	}).Get(ctx, &id)
+	if err != nil {
+		j.logger(ctx).Warn("sender not told of acceptance", "error", err)
+		return
+	}
+	r.StatusMessageID = id
+}
+
+func (j *jobState) showProgress(ctx workflow.Context, s job.State) {
+	r := j.s.Recipient
+	if !activities.ExpectsReply(j.s.Source) || r == nil || r.StatusMessageID == 0 || ctx.Err() != nil {
+		return
+	}
+	err := workflow.ExecuteActivity(j.courtesy(ctx), a.ShowProgress, activities.NoticeInput{
+		JobID: j.s.JobID, Source: j.s.Source, Recipient: *r, State: s,
+	}).Get(ctx, nil)
+	if err != nil && ctx.Err() == nil {
+		j.logger(ctx).Info("status message not updated", "state", string(s), "error", err)
+	}
+}
