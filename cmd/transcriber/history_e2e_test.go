@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/transcriber/transcriber/internal/engine/assemblyai/assemblyaitest"
+	"github.com/transcriber/transcriber/internal/telegram/telegramtest"
 	"github.com/transcriber/transcriber/internal/testaudio"
 	"github.com/transcriber/transcriber/workflows"
 )
@@ -42,12 +43,14 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	engine := newOpenAIStandIn(t)
 	aai := assemblyaitest.New(t, "aai-key")
 	aai.SetResult(testaudio.GoForwardText, "en_us", nil)
+	tg := telegramtest.New(t, botToken)
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	u := startUpWith(t, t.TempDir(), httpAddr, fmt.Sprintf("127.0.0.1:%d", freePort(t)), strconv.Itoa(freePort(t)),
 		"OPENAI_BASE_URL", engine.URL+"/v1",
 		"ASSEMBLYAI_BASE_URL", aai.URL(), "ASSEMBLYAI_API_KEY", "aai-key", "ASSEMBLYAI_POLL_INTERVAL", "1s",
 		"ASSEMBLYAI_WEBHOOK_URL", "http://"+httpAddr+"/v1/callbacks/assemblyai", "ASSEMBLYAI_WEBHOOK_SECRET", "history",
-		"TRANSCRIBER_CHUNK_DURATION", "30s")
+		"TRANSCRIBER_CHUNK_DURATION", "30s",
+		"TELEGRAM_BOT_TOKEN", botToken, "TELEGRAM_API_ENDPOINT", tg.URL(), "TELEGRAM_ALLOWED_USERS", strconv.FormatInt(owner.ID, 10))
 	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +75,21 @@ func TestRecordWorkflowHistories(t *testing.T) {
 		t.Fatalf("done: %s", r.stderr)
 	}
 	histories["done-local"] = cliJobID(t, note, "local")
+
+	// A Telegram job acknowledges, shows its progress and replies; one
+	// that fails tells the sender why.
+	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	waitMessage(t, tg, voice.ChatID, "the Telegram transcript", func(s telegramtest.Sent) bool {
+		return s.Method == "sendMessage" && s.Text == testaudio.GoForwardText
+	})
+	histories["done-telegram"] = workflows.TelegramJobID(voice.ChatID, voice.MessageID)
+	notAudio := []byte("these bytes are not audio")
+	doc := tg.PushDocument(owner, tg.AddFile(notAudio, "documents/notes.mp3"), "notes.mp3", "audio/mpeg", int64(len(notAudio)))
+	failedTelegram := workflows.TelegramJobID(doc.ChatID, doc.MessageID)
+	waitFor(t, "the Telegram job to fail", func() bool {
+		return showField(runCLI(t, u.client, "jobs", "show", failedTelegram).stdout, "state") == "failed"
+	})
+	histories["failed-telegram"] = failedTelegram
 
 	bad := filepath.Join(dir, "notes.mp3")
 	if err := os.WriteFile(bad, []byte("not audio"), 0o600); err != nil {
@@ -165,7 +183,7 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	}
 	for name, id := range histories {
 		// Failed jobs wait for revive; closing them ends their history.
-		if name == "failed-unsupported" {
+		if strings.HasPrefix(name, "failed-") {
 			if err := c.TerminateWorkflow(context.Background(), id, "", "recorded"); err != nil {
 				t.Fatal(err)
 			}
