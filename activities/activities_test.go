@@ -60,7 +60,9 @@ type recordingReplier struct {
 
 var _ Replier = (*recordingReplier)(nil)
 
-func (r *recordingReplier) Acknowledge(context.Context, job.Recipient) (int, error) { return 99, nil }
+func (r *recordingReplier) Acknowledge(context.Context, job.Recipient) (job.Ref, error) {
+	return "99", nil
+}
 func (r *recordingReplier) ShowProgress(context.Context, job.Recipient, job.State) error {
 	return nil
 }
@@ -397,8 +399,11 @@ func TestSendReply(t *testing.T) {
 		delivered  int
 	}{
 		{"command-line job has nothing to deliver", Reply{JobID: "cli-1", Source: job.SourceCLI, State: job.Done}, false, "", "", 0},
+		// Whether a reply is expected follows from the recipient, not from
+		// the source.
+		{"a job without a recipient expects no reply, whatever its source", done, true, "", "", 0},
 		{"intake not running", withRecipient(done), false, UndeliveredIntakeNotRunning, "WARN", 0},
-		{"telegram job without a chat", done, true, UndeliveredRecipientMissing, "ERROR", 0},
+		{"recipient without an address", withAddress(done, ""), true, UndeliveredRecipientMissing, "ERROR", 0},
 		{"delivered", withRecipient(done), true, "", "", 1},
 	}
 	for _, tc := range tests {
@@ -443,8 +448,10 @@ func TestSendReply(t *testing.T) {
 	}
 }
 
-func withRecipient(r Reply) Reply {
-	r.Recipient = &job.Recipient{ChatID: 1, MessageID: 2}
+func withRecipient(r Reply) Reply { return withAddress(r, "1") }
+
+func withAddress(r Reply, address job.Ref) Reply {
+	r.Recipient = &job.Recipient{Address: address, Message: "2"}
 	return r
 }
 
@@ -471,7 +478,7 @@ func TestSendReplyResumesAfterSentParts(t *testing.T) {
 	rr := &recordingReplier{}
 	f.acts.Repliers[job.SourceTelegram] = rr
 	f.env.SetHeartbeatDetails(2)
-	in := ReplyInput{Reply: Reply{JobID: "tg-1-2", Source: job.SourceTelegram, Recipient: &job.Recipient{ChatID: 1}, State: job.Done, TranscriptKey: "t.json"}}
+	in := ReplyInput{Reply: Reply{JobID: "tg-1-2", Source: job.SourceTelegram, Recipient: &job.Recipient{Address: "1"}, State: job.Done, TranscriptKey: "t.json"}}
 	if _, err := f.env.ExecuteActivity(f.acts.SendReply, in); err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +503,7 @@ func TestSendReplyRefusedByService(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, &fakeEngine{})
 			f.acts.Repliers[job.SourceTelegram] = &recordingReplier{err: tc.err}
-			in := ReplyInput{Call: schedule, Reply: Reply{JobID: "tg-1-2", Source: job.SourceTelegram, Recipient: &job.Recipient{ChatID: 1}, State: job.Failed}}
+			in := ReplyInput{Call: schedule, Reply: Reply{JobID: "tg-1-2", Source: job.SourceTelegram, Recipient: &job.Recipient{Address: "1"}, State: job.Failed}}
 			_, err := f.env.ExecuteActivity(f.acts.SendReply, in)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error = %v; want error %v", err, tc.wantErr)

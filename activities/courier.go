@@ -9,12 +9,12 @@ import (
 	"github.com/transcriber/transcriber/internal/job"
 )
 
-// Replier talks to the sender through the service their recording came
-// from (Telegram).
+// Replier talks to the sender through the intake their recording came
+// from; each intake that expects replies registers one for its source.
 type Replier interface {
 	// Acknowledge tells the sender the recording was accepted and returns
 	// the id of a status message to edit later.
-	Acknowledge(ctx context.Context, to job.Recipient) (statusMessageID int, err error)
+	Acknowledge(ctx context.Context, to job.Recipient) (statusMessage job.Ref, err error)
 	// ShowProgress edits the status message to show the job's state.
 	ShowProgress(ctx context.Context, to job.Recipient, s job.State) error
 	// Deliver sends the outcome, skipping the first alreadySent parts, and
@@ -53,10 +53,10 @@ type NoticeInput struct {
 
 // Acknowledge sends the "received" status message. Without a replier it
 // does nothing: the reply step records that the sender cannot be reached.
-func (a *Activities) Acknowledge(ctx context.Context, in NoticeInput) (int, error) {
+func (a *Activities) Acknowledge(ctx context.Context, in NoticeInput) (job.Ref, error) {
 	r, ok := a.Repliers[in.Source]
-	if !ok || in.Recipient.ChatID == 0 {
-		return 0, nil
+	if !ok || in.Recipient.Address == "" {
+		return "", nil
 	}
 	id, err := r.Acknowledge(ctx, in.Recipient)
 	return id, classify(ctx, in.Call, err)
@@ -66,7 +66,7 @@ func (a *Activities) Acknowledge(ctx context.Context, in NoticeInput) (int, erro
 // gives it few attempts and goes on without it.
 func (a *Activities) ShowProgress(ctx context.Context, in NoticeInput) error {
 	r, ok := a.Repliers[in.Source]
-	if !ok || in.Recipient.ChatID == 0 || in.Recipient.StatusMessageID == 0 {
+	if !ok || in.Recipient.Address == "" || in.Recipient.StatusMessage == "" {
 		return nil
 	}
 	return classify(ctx, in.Call, r.ShowProgress(ctx, in.Recipient, in.State))

@@ -49,18 +49,15 @@ const (
 	UndeliveredRecipientRefused = "recipient_refused"
 )
 
-// ExpectsReply reports whether the sender of a job from source waits for a
-// reply. The command line prints the outcome itself and HTTP clients fetch
-// it. The workflow asks this too, to skip a step with nothing to do.
-func ExpectsReply(source job.Source) bool { return source == job.SourceTelegram }
-
-// SendReply delivers the outcome to the sender. A reply that cannot be
+// SendReply delivers the outcome to the sender, when the job has a
+// recipient: the command line prints the outcome itself and HTTP clients
+// fetch it, so their jobs have none. A reply that cannot be
 // delivered is recorded and does not fail the job: the transcript is kept
 // and the sender can still ask for it. A long reply goes out in parts; a
 // retried attempt resumes after the parts its predecessor sent, which it
 // finds in the step's heartbeat details.
 func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
-	if !ExpectsReply(in.Source) {
+	if in.Recipient == nil {
 		return nil
 	}
 	r, ok := a.Repliers[in.Source]
@@ -68,7 +65,7 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 		a.undelivered(ctx, in.Source, UndeliveredIntakeNotRunning)
 		return nil
 	}
-	if in.Recipient == nil || in.Recipient.ChatID == 0 {
+	if in.Recipient.Address == "" {
 		a.undelivered(ctx, in.Source, UndeliveredRecipientMissing)
 		return nil
 	}
@@ -114,8 +111,8 @@ func (a *Activities) readTranscript(ctx context.Context, key string) (transcript
 }
 
 // undelivered records a reply that will not reach its sender: a WARN for
-// the configurations that explain it, an ERROR for a job that lacks its
-// chat, which only a damaged record can. Never the text.
+// the configurations that explain it, an ERROR for a recipient without an
+// address, which only a damaged record has. Never the text.
 func (a *Activities) undelivered(ctx context.Context, source job.Source, reason string) {
 	if a.Metrics != nil {
 		a.Metrics.RepliesUndelivered.WithLabelValues(reason).Inc()

@@ -26,6 +26,13 @@ const (
 	// SignalRevive resumes a failed or dead job from the step that stopped it,
 	// with fresh attempts.
 	SignalRevive = "revive"
+	// UpdateRevive is revive for a caller that waits for the answer: it
+	// returns the Status the job had when it was revived, or is refused
+	// with an application error of type ErrTypeNotRevivable (its detail the
+	// job's state) when the job is not failed or dead.
+	UpdateRevive = "revive"
+	// ErrTypeNotRevivable is the error type of a refused UpdateRevive.
+	ErrTypeNotRevivable = "not_revivable"
 	// QueryStatus returns the job's Status.
 	QueryStatus = "status"
 	// UpdateSetLanguage changes the job's language; validated, returns Status.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/transcriber/transcriber/internal/job"
@@ -12,7 +13,7 @@ import (
 
 var languagePattern = regexp.MustCompile(`^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`)
 
-// handle registers the query, the updates and the revive signal.
+// handle registers the query, the updates and the signals.
 func (j *jobState) handle(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) {
 		return j.s, nil
@@ -56,6 +57,26 @@ func (j *jobState) handle(ctx workflow.Context) error {
 		}},
 	); err != nil {
 		return fmt.Errorf("register %s update: %w", UpdateAnnotate, err)
+	}
+	// The update is the revive a caller waits on: the validator refuses a
+	// job that is not parked, so the caller learns at once that nothing
+	// happened and why, instead of asking first and signalling after (a
+	// race). The signal stays for the Web UI and the Temporal CLI.
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRevive,
+		func(ctx workflow.Context) (Status, error) {
+			j.revived = true
+			return j.s, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error {
+			if !j.parked {
+				return temporal.NewApplicationError(
+					fmt.Sprintf("the job is %s; only failed or dead jobs can be revived", j.s.State),
+					ErrTypeNotRevivable, j.s.State)
+			}
+			return nil
+		}},
+	); err != nil {
+		return fmt.Errorf("register %s update: %w", UpdateRevive, err)
 	}
 	callbacks := workflow.GetSignalChannel(ctx, SignalEngineCallback)
 	workflow.Go(ctx, func(ctx workflow.Context) {

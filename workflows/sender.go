@@ -13,7 +13,7 @@ import (
 const replyOnlyWhenExpected = "reply-only-when-expected"
 
 func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) error {
-	if !activities.ExpectsReply(j.s.Source) &&
+	if j.s.Recipient == nil &&
 		workflow.GetVersion(ctx, replyOnlyWhenExpected, workflow.DefaultVersion, 1) >= 1 {
 		return nil
 	}
@@ -29,11 +29,11 @@ func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) 
 // acknowledge tells the sender once that the recording was accepted.
 func (j *jobState) acknowledge(ctx workflow.Context) {
 	r := j.s.Recipient
-	if !activities.ExpectsReply(j.s.Source) || r == nil || r.StatusMessageID != 0 || j.s.Acknowledged {
+	if r == nil || r.StatusMessage != "" || j.s.Acknowledged {
 		return
 	}
 	j.s.Acknowledged = true
-	var id int
+	var id job.Ref
 	err := workflow.ExecuteActivity(j.courtesy(ctx), a.Acknowledge, activities.NoticeInput{
 		JobID: j.s.JobID, Source: j.s.Source, Recipient: *r,
 	}).Get(ctx, &id)
@@ -41,12 +41,12 @@ func (j *jobState) acknowledge(ctx workflow.Context) {
 		j.logger(ctx).Warn("sender not told of acceptance", "error", err)
 		return
 	}
-	r.StatusMessageID = id
+	r.StatusMessage = id
 }
 
 func (j *jobState) showProgress(ctx workflow.Context, s job.State) {
 	r := j.s.Recipient
-	if !activities.ExpectsReply(j.s.Source) || r == nil || r.StatusMessageID == 0 || ctx.Err() != nil {
+	if r == nil || r.StatusMessage == "" || ctx.Err() != nil {
 		return
 	}
 	err := workflow.ExecuteActivity(j.courtesy(ctx), a.ShowProgress, activities.NoticeInput{

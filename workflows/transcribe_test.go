@@ -36,7 +36,7 @@ func (s *workflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T())
 func testInput() Input {
 	return Input{
 		Source:    job.SourceTelegram,
-		Recipient: &job.Recipient{ChatID: 42, MessageID: 7},
+		Recipient: &job.Recipient{Address: "42", Message: "7"},
 		Original:  Original{Key: "jobs/j/original.ogg", Name: "voice.ogg", Size: 100},
 		Engine:    "local",
 		Policy:    Policy{Backoff: []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}, MaxAttempts: 5, ParkFor: 24 * time.Hour},
@@ -382,13 +382,13 @@ func (s *workflowSuite) Test_OldCommandLineJobStillRunsReply() {
 func (s *workflowSuite) Test_TelegramJobFetchesAndShowsProgress() {
 	in := testInput()
 	in.Original = Original{FileID: "AwACAgIAAxkBAAIB", Ext: ".ogg", Name: "voice.ogg"}
-	s.env.OnActivity(a.Acknowledge, mock.Anything, mock.Anything).Return(555, nil).Once()
+	s.env.OnActivity(a.Acknowledge, mock.Anything, mock.Anything).Return(job.Ref("555"), nil).Once()
 	s.env.OnActivity(a.FetchOriginal, mock.Anything, mock.MatchedBy(func(in activities.FetchInput) bool {
 		return in.FileID == "AwACAgIAAxkBAAIB" && in.Ext == ".ogg" && in.Source == job.SourceTelegram
 	})).Return(activities.FetchOutput{Key: "jobs/j/original.ogg", Size: 8138}, nil).Once()
 	var shown []job.State
 	s.env.OnActivity(a.ShowProgress, mock.Anything, mock.MatchedBy(func(in activities.NoticeInput) bool {
-		return in.Recipient.StatusMessageID == 555
+		return in.Recipient.StatusMessage == "555"
 	})).Return(func(_ context.Context, in activities.NoticeInput) error {
 		shown = append(shown, in.State)
 		if in.State == job.Converting {
@@ -401,7 +401,7 @@ func (s *workflowSuite) Test_TelegramJobFetchesAndShowsProgress() {
 	})).Return(converted, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
 	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
-		return in.State == job.Done && in.Recipient.StatusMessageID == 555 && in.Recipient.MessageID == 7
+		return in.State == job.Done && in.Recipient.StatusMessage == "555" && in.Recipient.Message == "7"
 	})).Return(nil).Once()
 
 	s.env.ExecuteWorkflow(TranscribeRecording, in)
@@ -418,7 +418,7 @@ func (s *workflowSuite) Test_TelegramJobFetchesAndShowsProgress() {
 func (s *workflowSuite) Test_TelegramFileTooBigFails() {
 	in := testInput()
 	in.Original = Original{FileID: "big", Ext: ".ogg"}
-	s.env.OnActivity(a.Acknowledge, mock.Anything, mock.Anything).Return(556, nil).Once()
+	s.env.OnActivity(a.Acknowledge, mock.Anything, mock.Anything).Return(job.Ref("556"), nil).Once()
 	s.env.OnActivity(a.ShowProgress, mock.Anything, mock.Anything).Return(nil)
 	s.env.OnActivity(a.FetchOriginal, mock.Anything, mock.Anything).Return(activities.FetchOutput{},
 		temporal.NewNonRetryableApplicationError("file is too big", string(job.FileTooBig), nil)).Once()

@@ -347,7 +347,7 @@ func TestLateResultOfLostLeaseIsIgnored(t *testing.T) {
 	f.Close()
 	if _, err := cl.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
 		workflows.WorkflowName, workflows.Input{
-			Source: job.SourceTelegram, Recipient: &job.Recipient{ChatID: 77, MessageID: 1001},
+			Source: job.SourceTelegram, Recipient: &job.Recipient{Address: "77", Message: "1001"},
 			Original: workflows.Original{Key: key}, Engine: "openai", Policy: workflows.DefaultPolicy(),
 		}); err != nil {
 		t.Fatal(err)

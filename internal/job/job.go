@@ -3,7 +3,12 @@
 // states, where it came from, and the kinds of failure it can meet.
 package job
 
-import "time"
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // State is where a job is in its life. The values are stored in the
 // TranscriptionState search attribute and shown to operators.
@@ -81,13 +86,70 @@ type Failure struct {
 	At       time.Time `json:"at"`
 }
 
-// Recipient is where the reply of a job goes. Only Telegram jobs have one.
+// Recipient is where the reply of a job goes, in the terms of the intake
+// that accepted it: the intake fills the fields its own way, and only it
+// reads them. A job with a recipient expects a reply; a job without one
+// (the command line, HTTP) is fetched by its sender instead.
 type Recipient struct {
-	ChatID int64 `json:"chat_id,omitempty"`
-	// MessageID is the sender's message with the recording; replies quote it.
-	MessageID int `json:"message_id,omitempty"`
-	// StatusMessageID is the bot's message that shows the job's progress.
-	StatusMessageID int `json:"status_message_id,omitempty"`
-	// Language is the language the bot speaks to this sender.
+	// Address is where the intake delivers the reply (a Telegram chat id).
+	Address Ref `json:"address,omitempty"`
+	// Message is the sender's message with the recording; replies refer
+	// to it.
+	Message Ref `json:"message,omitempty"`
+	// StatusMessage is the intake's own message that shows the job's
+	// progress, once it has sent one.
+	StatusMessage Ref `json:"status_message,omitempty"`
+	// Language is the language the intake speaks to this sender.
 	Language string `json:"language,omitempty"`
+}
+
+// UnmarshalJSON also reads the Telegram-shaped recipient that jobs started
+// before recipients were neutral carry in their histories (chat_id,
+// message_id, status_message_id), so that those jobs still reply.
+func (r *Recipient) UnmarshalJSON(b []byte) error {
+	type plain Recipient
+	var v struct {
+		plain
+		ChatID          Ref `json:"chat_id"`
+		MessageID       Ref `json:"message_id"`
+		StatusMessageID Ref `json:"status_message_id"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Recipient(v.plain)
+	r.Address = cmp.Or(r.Address, v.ChatID)
+	r.Message = cmp.Or(r.Message, v.MessageID)
+	r.StatusMessage = cmp.Or(r.StatusMessage, v.StatusMessageID)
+	return nil
+}
+
+// Ref is an intake's id of a chat, a message or a note. It reads from JSON
+// strings and numbers alike, since the ids of older jobs were numbers.
+type Ref string
+
+// UnmarshalJSON accepts a string or a number.
+func (r *Ref) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*r = Ref(s)
+		return nil
+	}
+	if string(b) == "null" {
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("an id must be a string or a number, got %s", b)
+	}
+	// Zero was "none" when ids were numbers.
+	if n == "0" {
+		*r = ""
+		return nil
+	}
+	*r = Ref(n)
+	return nil
 }

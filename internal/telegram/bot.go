@@ -177,7 +177,7 @@ func (b *Bot) start(ctx context.Context, m *tgbotapi.Message, media media, lang 
 		Original:   workflows.Original{FileID: media.fileID, Name: media.name, MIME: media.mime, Size: media.size, Ext: media.ext},
 		Engine:     engine,
 		Fallback:   fallback,
-		Recipient:  &job.Recipient{ChatID: m.Chat.ID, MessageID: m.MessageID, Language: lang},
+		Recipient:  recipient(m.Chat.ID, m.MessageID, lang),
 		Policy:     b.cfg.Policy,
 		AcceptedAt: time.Unix(int64(m.Date), 0),
 	}

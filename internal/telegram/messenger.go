@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -68,22 +69,30 @@ func (e *fetchError) Verdict() (job.Kind, bool) {
 }
 
 // Acknowledge sends the status message, quoting the recording.
-func (m *Messenger) Acknowledge(ctx context.Context, to job.Recipient) (int, error) {
-	msg := tgbotapi.NewMessage(to.ChatID, textsFor(to.Language).received)
-	msg.ReplyToMessageID = to.MessageID
+func (m *Messenger) Acknowledge(ctx context.Context, to job.Recipient) (job.Ref, error) {
+	c, err := chatOf(to)
+	if err != nil {
+		return "", err
+	}
+	msg := tgbotapi.NewMessage(c.chatID, textsFor(to.Language).received)
+	msg.ReplyToMessageID = c.messageID
 	msg.AllowSendingWithoutReply = true
 	msg.DisableNotification = true
 	sent, err := m.c.Send(ctx, msg)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	return sent.MessageID, nil
+	return job.Ref(strconv.Itoa(sent.MessageID)), nil
 }
 
 // ShowProgress edits the status message to name the job's state.
 func (m *Messenger) ShowProgress(ctx context.Context, to job.Recipient, s job.State) error {
+	c, err := chatOf(to)
+	if err != nil {
+		return err
+	}
 	text := progressText(to.Language, s)
-	err := m.c.Request(ctx, tgbotapi.NewEditMessageText(to.ChatID, to.StatusMessageID, text))
+	err = m.c.Request(ctx, tgbotapi.NewEditMessageText(c.chatID, c.statusMessageID, text))
 	var te *Error
 	if errors.As(err, &te) && te.NotModified() {
 		return nil
@@ -107,23 +116,27 @@ func progressText(lang string, s job.State) string {
 // earlier attempt and are skipped.
 func (m *Messenger) Deliver(ctx context.Context, o activities.Outcome, alreadySent int, progress func(int)) error {
 	to := o.Recipient
+	c, err := chatOf(to)
+	if err != nil {
+		return err
+	}
 	var parts []tgbotapi.Chattable
 	switch o.State {
 	case job.Done:
 		texts := split(o.Text, MessageLimit)
 		if len(texts) > documentAfter {
-			doc := tgbotapi.NewDocument(to.ChatID, tgbotapi.FileBytes{Name: "transcript.txt", Bytes: []byte(o.Text + "\n")})
+			doc := tgbotapi.NewDocument(c.chatID, tgbotapi.FileBytes{Name: "transcript.txt", Bytes: []byte(o.Text + "\n")})
 			doc.Caption = fmt.Sprintf(textsFor(to.Language).documentCaption, preview(o.Text, previewRunes))
-			doc.ReplyToMessageID = to.MessageID
+			doc.ReplyToMessageID = c.messageID
 			doc.AllowSendingWithoutReply = true
 			parts = append(parts, doc)
 			break
 		}
 		for _, t := range texts {
-			parts = append(parts, m.reply(to, t))
+			parts = append(parts, reply(c, t))
 		}
 	default:
-		parts = append(parts, m.reply(to, failureNotice(to.Language, o.State, o.Failure)))
+		parts = append(parts, reply(c, failureNotice(to.Language, o.State, o.Failure)))
 	}
 	for i := alreadySent; i < len(parts); i++ {
 		if _, err := m.c.Send(ctx, parts[i]); err != nil {
@@ -134,9 +147,9 @@ func (m *Messenger) Deliver(ctx context.Context, o activities.Outcome, alreadySe
 	return nil
 }
 
-func (m *Messenger) reply(to job.Recipient, text string) tgbotapi.MessageConfig {
-	msg := tgbotapi.NewMessage(to.ChatID, text)
-	msg.ReplyToMessageID = to.MessageID
+func reply(c chat, text string) tgbotapi.MessageConfig {
+	msg := tgbotapi.NewMessage(c.chatID, text)
+	msg.ReplyToMessageID = c.messageID
 	// The sender may have deleted the recording; the text still matters.
 	msg.AllowSendingWithoutReply = true
 	return msg
@@ -149,4 +162,40 @@ func preview(text string, n int) string {
 	}
 	cut := string(r[:n])
 	return cut + "…"
+}
+
+// recipient is how a job addresses a sender of the bot: the chat, and the
+// message with the recording that replies quote.
+func recipient(chatID int64, messageID int, language string) *job.Recipient {
+	return &job.Recipient{
+		Address:  job.Ref(strconv.FormatInt(chatID, 10)),
+		Message:  job.Ref(strconv.Itoa(messageID)),
+		Language: language,
+	}
+}
+
+// chat is a recipient read back as Telegram's numbers.
+type chat struct {
+	chatID                     int64
+	messageID, statusMessageID int
+}
+
+func chatOf(to job.Recipient) (chat, error) {
+	var c chat
+	var err error
+	if c.chatID, err = strconv.ParseInt(string(to.Address), 10, 64); err != nil {
+		return c, fmt.Errorf("recipient address %q is not a Telegram chat id", to.Address)
+	}
+	// The message ids are optional: a reply without a quote still arrives.
+	if to.Message != "" {
+		if c.messageID, err = strconv.Atoi(string(to.Message)); err != nil {
+			return c, fmt.Errorf("recipient message %q is not a Telegram message id", to.Message)
+		}
+	}
+	if to.StatusMessage != "" {
+		if c.statusMessageID, err = strconv.Atoi(string(to.StatusMessage)); err != nil {
+			return c, fmt.Errorf("status message %q is not a Telegram message id", to.StatusMessage)
+		}
+	}
+	return c, nil
 }

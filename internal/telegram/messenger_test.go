@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,12 +32,12 @@ func newMessenger(t *testing.T) (*Messenger, *telegramtest.Server) {
 func TestAcknowledgeAndShowProgress(t *testing.T) {
 	m, srv := newMessenger(t)
 	voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS"), "voice/a.oga"), 3, 4)
-	to := job.Recipient{ChatID: voice.ChatID, MessageID: voice.MessageID, Language: "ru"}
+	to := *recipient(voice.ChatID, voice.MessageID, "ru")
 	id, err := m.Acknowledge(context.Background(), to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	to.StatusMessageID = id
+	to.StatusMessage = id
 	for _, s := range []job.State{job.Converting, job.Converting, job.Done} {
 		if err := m.ShowProgress(context.Background(), to, s); err != nil {
 			t.Fatalf("ShowProgress(%s): %v", s, err)
@@ -46,7 +47,7 @@ func TestAcknowledgeAndShowProgress(t *testing.T) {
 	if len(sent) != 3 || sent[0].Method != "sendMessage" || sent[0].ReplyTo != voice.MessageID || sent[0].Text != "Получено, в очереди…" {
 		t.Fatalf("sent = %+v", sent)
 	}
-	if sent[1].Method != "editMessageText" || sent[1].MessageID != id || sent[1].Text != "⏳ конвертирую…" || sent[2].Text != "✅ готово" {
+	if sent[1].Method != "editMessageText" || strconv.Itoa(sent[1].MessageID) != string(id) || sent[1].Text != "⏳ конвертирую…" || sent[2].Text != "✅ готово" {
 		t.Errorf("edits = %+v; the repeated state must not fail", sent[1:])
 	}
 }
@@ -79,7 +80,7 @@ func TestDeliver(t *testing.T) {
 			m, srv := newMessenger(t)
 			voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS"), "voice/a.oga"), 3, 4)
 			o := tc.outcome
-			o.Recipient = job.Recipient{ChatID: voice.ChatID, MessageID: voice.MessageID, Language: "en"}
+			o.Recipient = *recipient(voice.ChatID, voice.MessageID, "en")
 			var progress []int
 			if err := m.Deliver(context.Background(), o, tc.alreadySent, func(n int) { progress = append(progress, n) }); err != nil {
 				t.Fatal(err)
@@ -126,7 +127,7 @@ func TestDeliverErrors(t *testing.T) {
 			voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS"), "voice/a.oga"), 3, 4)
 			tc.fault(srv)
 			err := m.Deliver(context.Background(), activities.Outcome{State: job.Done, Text: "hi",
-				Recipient: job.Recipient{ChatID: voice.ChatID, MessageID: voice.MessageID}}, 0, func(int) {})
+				Recipient: *recipient(voice.ChatID, voice.MessageID, "")}, 0, func(int) {})
 			var te *Error
 			if !errors.As(err, &te) {
 				t.Fatalf("error = %v; want a telegram error", err)

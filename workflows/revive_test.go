@@ -1,0 +1,79 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/transcriber/transcriber/activities"
+	"github.com/transcriber/transcriber/internal/job"
+)
+
+// Scenario: A revive update refuses a running job and says why
+func (s *workflowSuite) Test_ReviveUpdateRefusesRunningJob() {
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).After(time.Minute).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	var rejected error
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(UpdateRevive, "early", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { rejected = err },
+			OnAccept:   func() { s.Fail("a running job accepted revive") },
+			OnComplete: func(any, error) {},
+		})
+	}, 10*time.Second)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	s.Equal(job.Done, s.result().State, "the refused revive changed nothing")
+	var appErr *temporal.ApplicationError
+	s.Require().True(errors.As(rejected, &appErr), "rejected with %v; want an application error", rejected)
+	s.Equal(ErrTypeNotRevivable, appErr.Type())
+	var state job.State
+	s.Require().NoError(appErr.Details(&state))
+	s.Equal(job.Converting, state)
+	s.Contains(appErr.Message(), "the job is converting")
+	s.Zero(s.status().Revivals)
+}
+
+// Scenario: A revive update resumes a dead job and answers with the failure it revived
+func (s *workflowSuite) Test_ReviveUpdateResumesDeadJob() {
+	in := testInput()
+	in.Policy.MaxAttempts = 2
+	healthy := false
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.RecognizeInput) (activities.Recognition, error) {
+			if healthy {
+				return recognized, nil
+			}
+			return activities.Recognition{}, temporal.NewApplicationError("engine answered 503", string(job.ServiceError))
+		}).Times(3)
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Twice()
+	var answer Status
+	var answered bool
+	s.env.RegisterDelayedCallback(func() {
+		healthy = true
+		s.env.UpdateWorkflow(UpdateRevive, "operator", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { s.Fail("revive of a dead job refused", "%v", err) },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				s.Require().NoError(err)
+				answer, answered = v.(Status), true
+			},
+		})
+	}, time.Hour)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(job.Done, s.result().State)
+	s.Require().True(answered, "the revive update never completed")
+	s.Equal(job.Dead, answer.State)
+	s.Require().NotNil(answer.Failure)
+	s.Equal(job.Transcribing, answer.Failure.Step)
+	s.Equal(1, s.status().Revivals)
+}
