@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/transcriber/transcriber/activities"
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
@@ -31,10 +29,10 @@ must see too. Workers do the jobs it starts.`)
 // newAPI builds the job API of a role that serves one, and says in the log
 // whether it is on and, when it is not, how to turn it on. Tokens are
 // never logged, only how many there are.
-func newAPI(cfg config.Config, c client.Client, blobs blob.Store, logger *slog.Logger) (*httpapi.API, error) {
+func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *slog.Logger) (*httpapi.API, error) {
 	api, err := httpapi.NewAPI(httpapi.APIOptions{
 		Tokens:         cfg.APITokens,
-		Jobs:           &jobctl.Service{Client: c, Namespace: cfg.TemporalNamespace},
+		Jobs:           jobs,
 		Blobs:          blobs,
 		SpoolDir:       filepath.Join(cfg.DataDir, "spool"),
 		MaxUploadBytes: cfg.MaxUploadBytes,

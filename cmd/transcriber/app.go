@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
@@ -37,9 +36,9 @@ import (
 	"github.com/transcriber/transcriber/internal/engine/speechkit"
 	"github.com/transcriber/transcriber/internal/httpapi"
 	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/logging"
 	"github.com/transcriber/transcriber/internal/metrics"
-	"github.com/transcriber/transcriber/internal/telegram"
 	"github.com/transcriber/transcriber/workflows"
 )
 
@@ -201,7 +200,9 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 
 // newActivities wires the steps to the engines and stores the
 // configuration selects.
-func newActivities(cfg config.Config, blobs blob.Store, tel *telemetry, tg *telegram.Client) (*activities.Activities, error) {
+// Workers that serve no intake (a one-shot transcribe) pass withIntakes
+// false and run only the command line's and the API's jobs.
+func newActivities(cfg config.Config, blobs blob.Store, tel *telemetry, withIntakes bool) (*activities.Activities, error) {
 	tools, err := audio.NewTools()
 	if err != nil {
 		return nil, err
@@ -248,11 +249,11 @@ func newActivities(cfg config.Config, blobs blob.Store, tel *telemetry, tg *tele
 		engines[e.Name()] = e
 		pollInterval[e.Name()] = e.PollInterval()
 	}
-	repliers := map[job.Source]activities.Replier{}
-	fetchers := map[job.Source]activities.Fetcher{}
-	if tg != nil {
-		m := telegram.NewMessenger(tg)
-		repliers[job.SourceTelegram], fetchers[job.SourceTelegram] = m, m
+	fetchers, repliers := map[job.Source]activities.Fetcher{}, map[job.Source]activities.Replier{}
+	if withIntakes {
+		if fetchers, repliers, err = intakeSteps(cfg); err != nil {
+			return nil, err
+		}
 	}
 	work := os.TempDir()
 	return &activities.Activities{
@@ -337,8 +338,8 @@ func policyFrom(cfg config.Config) workflows.Policy {
 }
 
 // startWorker wires the steps and starts a worker; stop drains it.
-func startWorker(cfg config.Config, c client.Client, blobs blob.Store, tel *telemetry, tg *telegram.Client) (stop func(), err error) {
-	acts, err := newActivities(cfg, blobs, tel, tg)
+func startWorker(cfg config.Config, c client.Client, blobs blob.Store, tel *telemetry, withIntakes bool) (stop func(), err error) {
+	acts, err := newActivities(cfg, blobs, tel, withIntakes)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +354,7 @@ func startWorker(cfg config.Config, c client.Client, blobs blob.Store, tel *tele
 
 // engineCallbacks receives engines' calls about finished operations when a
 // secret for them is configured; nil turns the endpoint off.
-func engineCallbacks(cfg config.Config, c client.Client, logger *slog.Logger) *httpapi.EngineCallbacks {
+func engineCallbacks(cfg config.Config, jobs *jobctl.Service, logger *slog.Logger) *httpapi.EngineCallbacks {
 	if cfg.AssemblyAIWebhookSecret == "" {
 		return nil
 	}
@@ -361,9 +362,8 @@ func engineCallbacks(cfg config.Config, c client.Client, logger *slog.Logger) *h
 		Secret: cfg.AssemblyAIWebhookSecret,
 		Logger: logger,
 		Notify: func(ctx context.Context, jobID string, cb workflows.EngineCallback) error {
-			err := c.SignalWorkflow(ctx, jobID, "", workflows.SignalEngineCallback, cb)
-			var notFound *serviceerror.NotFound
-			if errors.As(err, &notFound) {
+			err := jobs.NotifyEngineCallback(ctx, jobID, cb)
+			if errors.Is(err, jobctl.ErrNotRunning) {
 				return httpapi.ErrJobNotRunning
 			}
 			return err

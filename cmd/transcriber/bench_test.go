@@ -58,7 +58,7 @@ func BenchmarkOrchestrationOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	tel := newTelemetry()
-	acts, err := newActivities(cfg, blobs, tel, nil)
+	acts, err := newActivities(cfg, blobs, tel, false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/devserver"
 	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/testaudio"
 	"github.com/transcriber/transcriber/workflows"
 )
@@ -360,10 +361,10 @@ func TestLateResultOfLostLeaseIsIgnored(t *testing.T) {
 	b := cl.worker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	if st, err := awaitSettled(ctx, cl.c, id, io.Discard); err != nil || st.State != job.Done {
+	if st, err := awaitSettled(ctx, &jobctl.Service{Client: cl.c, Namespace: "default"}, id, io.Discard); err != nil || st.State != job.Done {
 		t.Fatalf("job: %s, %v", st.State, err)
 	}
-	st, err := queryStatus(context.Background(), cl.c, id)
+	st, err := (&jobctl.Service{Client: cl.c, Namespace: "default"}).Status(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestLateResultOfLostLeaseIsIgnored(t *testing.T) {
 		t.Errorf("%d transcripts stored; the stale attempt may add one beside the accepted one, no more", n)
 	}
 
-	after, err := queryStatus(context.Background(), cl.c, id)
+	after, err := (&jobctl.Service{Client: cl.c, Namespace: "default"}).Status(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,7 @@ func jobOfID(t *testing.T, c client.Client) (string, workflows.Status) {
 		t.Fatalf("jobs: %v, %v", resp, err)
 	}
 	id := resp.GetExecutions()[0].GetExecution().GetWorkflowId()
-	st, err := queryStatus(context.Background(), c, id)
+	st, err := (&jobctl.Service{Client: c, Namespace: "default"}).Status(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

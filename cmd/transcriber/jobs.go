@@ -3,13 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"go.temporal.io/sdk/client"
 
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
@@ -79,25 +78,24 @@ func runJobs(ctx context.Context, args []string, env func(string) string, stdout
 		return err
 	}
 	defer conn.Close()
-	c := conn.client
+	jobs := conn.jobs(cfg)
 	switch sub {
 	case "list":
-		return listJobs(ctx, c, cfg.TemporalNamespace, state, stdout)
+		return listJobs(ctx, jobs, state, stdout)
 	case "show":
-		return showJob(ctx, c, cfg, env, id, asJSON, format, stdout)
+		return showJob(ctx, jobs, cfg, env, id, asJSON, format, stdout)
 	case "revive":
-		return reviveJob(ctx, c, id, stdout)
+		return reviveJob(ctx, jobs, id, stdout)
 	default:
-		return cancelJob(ctx, c, id, stdout)
+		return cancelJob(ctx, jobs, id, stdout)
 	}
 }
 
-func listJobs(ctx context.Context, c client.Client, namespace, state string, w io.Writer) error {
+func listJobs(ctx context.Context, svc *jobctl.Service, state string, w io.Writer) error {
 	st, err := jobctl.ParseState(state)
 	if err != nil {
 		return usageError("--state: %v", err)
 	}
-	svc := &jobctl.Service{Client: c, Namespace: namespace}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tSOURCE\tENGINE\tSTARTED")
 	or := func(s string) string {
@@ -123,8 +121,8 @@ func listJobs(ctx context.Context, c client.Client, namespace, state string, w i
 	return tw.Flush()
 }
 
-func showJob(ctx context.Context, c client.Client, cfg config.Config, getenv func(string) string, id string, asJSON bool, format string, w io.Writer) error {
-	st, err := queryStatus(ctx, c, id)
+func showJob(ctx context.Context, jobs *jobctl.Service, cfg config.Config, getenv func(string) string, id string, asJSON bool, format string, w io.Writer) error {
+	st, pending, err := jobs.Get(ctx, id)
 	if err != nil {
 		return notFound(id, err)
 	}
@@ -178,15 +176,11 @@ func showJob(ctx context.Context, c client.Client, cfg config.Config, getenv fun
 	}
 	// A step that is retrying shows its attempt and last error, which the
 	// workflow itself does not see until the step gives up.
-	if desc, err := c.DescribeWorkflowExecution(ctx, id, ""); err == nil {
-		for _, pa := range desc.GetPendingActivities() {
-			row("step", fmt.Sprintf("%s, attempt %d", pa.GetActivityType().GetName(), pa.GetAttempt()))
-			if lf := pa.GetLastFailure(); lf != nil {
-				row("last error", lf.GetMessage())
-			}
-			if t := pa.GetNextAttemptScheduleTime(); t != nil {
-				row("next attempt", t.AsTime().Local().Format(time.DateTime))
-			}
+	for _, p := range pending {
+		row("step", fmt.Sprintf("%s, attempt %d", p.Activity, p.Attempt))
+		row("last error", p.LastError)
+		if !p.NextAttempt.IsZero() {
+			row("next attempt", p.NextAttempt.Local().Format(time.DateTime))
 		}
 	}
 	if st.TranscriptKey != "" {
@@ -219,19 +213,30 @@ func readTranscript(ctx context.Context, blobs blob.Store, key string) (transcri
 	return transcript.Decode(r)
 }
 
-func reviveJob(ctx context.Context, c client.Client, id string, w io.Writer) error {
-	st, err := queryStatus(ctx, c, id)
+func reviveJob(ctx context.Context, jobs *jobctl.Service, id string, w io.Writer) error {
+	st, err := jobs.Revive(ctx, id)
+	var refused *jobctl.NotRevivableError
+	if errors.As(err, &refused) {
+		return &exitError{code: 1, msg: refused.Error() + notRevivableWhy(refused.State)}
+	}
 	if err != nil {
 		return notFound(id, err)
 	}
-	if st.State != job.Failed && st.State != job.Dead {
-		return &exitError{code: 1, msg: fmt.Sprintf("job %s is %s; only failed or dead jobs can be revived", id, st.State)}
-	}
-	if err := c.SignalWorkflow(ctx, id, "", workflows.SignalRevive, nil); err != nil {
-		return fmt.Errorf("revive job %s: %w", id, err)
-	}
 	fmt.Fprintf(w, "job %s revived: it resumes at %s\n", id, stepOf(st))
 	return nil
+}
+
+// notRevivableWhy says what a refused revive means for the job.
+func notRevivableWhy(s job.State) string {
+	switch {
+	case s == job.Done:
+		return " (it finished; its transcript is kept)"
+	case s == job.Cancelled:
+		return " (it was cancelled; submit the recording again to start anew)"
+	case !s.Settled():
+		return " (it is still running; revive it if it ends failed or dead)"
+	}
+	return ""
 }
 
 func stepOf(st workflows.Status) job.State {
@@ -241,8 +246,12 @@ func stepOf(st workflows.Status) job.State {
 	return st.State
 }
 
-func cancelJob(ctx context.Context, c client.Client, id string, w io.Writer) error {
-	if err := c.CancelWorkflow(ctx, id, ""); err != nil {
+func cancelJob(ctx context.Context, jobs *jobctl.Service, id string, w io.Writer) error {
+	err := jobs.Cancel(ctx, id)
+	if errors.Is(err, jobctl.ErrClosed) {
+		return &exitError{code: 1, msg: fmt.Sprintf("job %s has closed; there is nothing to cancel", id)}
+	}
+	if err != nil {
 		return notFound(id, err)
 	}
 	fmt.Fprintf(w, "job %s cancelled; its recording is kept\n", id)
@@ -250,8 +259,13 @@ func cancelJob(ctx context.Context, c client.Client, id string, w io.Writer) err
 }
 
 func notFound(id string, err error) error {
-	if isNotFound(err) {
+	if errors.Is(err, jobctl.ErrNotFound) {
 		return &exitError{code: 1, msg: fmt.Sprintf("no job %s", id)}
 	}
 	return err
+}
+
+// jobs is the door to the jobs of the configured namespace.
+func (t *temporalConn) jobs(cfg config.Config) *jobctl.Service {
+	return &jobctl.Service{Client: t.client, Namespace: cfg.TemporalNamespace}
 }

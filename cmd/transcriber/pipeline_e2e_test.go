@@ -441,3 +441,40 @@ func TestAssemblyAIJobIsPolled(t *testing.T) {
 		t.Error("the log holds the AssemblyAI key")
 	}
 }
+
+// Scenario: jobs revive refuses a running job at once, naming its state, and exits non-zero
+func TestReviveOfRunningJobIsRefused(t *testing.T) {
+	requireSpeechTools(t)
+	engine := newBlockingEngine(t, testaudio.GoForwardText)
+	u := startUp(t, t.TempDir(), "OPENAI_BASE_URL", engine.URL+"/v1")
+	openai := func(k string) string {
+		if k == "TRANSCRIBER_ENGINE" {
+			return "openai"
+		}
+		return u.client(k)
+	}
+	note := testaudio.VoiceNote(t, t.TempDir())
+	done := make(chan result, 1)
+	go func() { done <- runCLI(t, openai, "transcribe", note) }()
+	<-engine.inFlight
+	id := cliJobID(t, note, "openai")
+
+	r := runCLI(t, u.client, "jobs", "revive", id)
+	if r.code != 1 || !strings.Contains(r.stderr, "job "+id+" is transcribing; only failed or dead jobs can be revived (it is still running") {
+		t.Errorf("revive of a running job: code %d, stderr %q", r.code, r.stderr)
+	}
+	engine.unblock()
+	if r := <-done; r.code != 0 || strings.TrimSpace(r.stdout) != testaudio.GoForwardText {
+		t.Fatalf("the job did not finish after the refused revive: code %d, %s", r.code, r.stderr)
+	}
+	if show := runCLI(t, u.client, "jobs", "show", id); showField(show.stdout, "revivals") != "" {
+		t.Errorf("the refused revive was counted:\n%s", show.stdout)
+	}
+	if n := engine.count(); n != 1 {
+		t.Errorf("the engine was called %d times; the refused revive must change nothing", n)
+	}
+	r = runCLI(t, u.client, "jobs", "revive", id)
+	if r.code != 1 || !strings.Contains(r.stderr, "is done; only failed or dead jobs can be revived (it finished") {
+		t.Errorf("revive of a done job: code %d, stderr %q", r.code, r.stderr)
+	}
+}

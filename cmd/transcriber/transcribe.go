@@ -13,14 +13,10 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/transcript"
 	"github.com/transcriber/transcriber/workflows"
 )
@@ -102,16 +98,17 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	}
 	defer conn.Close()
 	if conn.server != nil {
-		stop, err := startWorker(cfg, conn.client, blobs, tel, nil)
+		stop, err := startWorker(cfg, conn.client, blobs, tel, false)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
 
+	jobs := conn.jobs(cfg)
 	ids := make([]string, len(files))
 	for i, f := range files {
-		id, err := submitFile(ctx, conn.client, blobs, cfg, f, named, *language)
+		id, err := submitFile(ctx, jobs, blobs, cfg, f, named, *language)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
@@ -119,7 +116,7 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	}
 	var failed []string
 	for i, f := range files {
-		st, err := awaitSettled(ctx, conn.client, ids[i], stderr)
+		st, err := awaitSettled(ctx, jobs, ids[i], stderr)
 		if err != nil && ctx.Err() != nil && mode == embedEphemeral {
 			return &exitError{code: 130, msg: "interrupted; nothing was kept"}
 		}
@@ -180,7 +177,7 @@ func checkInput(path string) error {
 
 // submitFile keeps the recording in the blob store, then starts its job.
 // The store comes first: a job never refers to bytes that are not kept.
-func submitFile(ctx context.Context, c client.Client, blobs blob.Store, cfg config.Config, path, named, language string) (string, error) {
+func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg config.Config, path, named, language string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -209,21 +206,10 @@ func submitFile(ctx context.Context, c client.Client, blobs blob.Store, cfg conf
 		Policy:     policyFrom(cfg),
 		AcceptedAt: time.Now(),
 	}
-	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        id,
-		TaskQueue: workflows.TaskQueue,
-		// The same file submitted while its job runs joins that job; once the
-		// job has closed, submitting it again starts afresh.
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.StateKey.ValueSet(string(job.Accepted)),
-			workflows.SourceKey.ValueSet(string(job.SourceCLI)),
-			workflows.EngineKey.ValueSet(engine),
-		),
-	}, workflows.WorkflowName, in)
-	if err != nil {
-		return "", fmt.Errorf("start job: %w", err)
+	// The same file submitted while its job runs joins that job; once the
+	// job has closed, submitting it again starts afresh.
+	if _, err := jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, Policy: jobctl.JoinRunning}); err != nil {
+		return "", err
 	}
 	return id, nil
 }
@@ -243,57 +229,16 @@ func safeExt(name string) string {
 	return ext
 }
 
-// awaitSettled polls the job's status until it is done, failed, dead or
-// cancelled. Failed and dead jobs stay open for revive, so their workflow
-// does not complete and waiting for its result would hang. A query needs a
-// worker to answer it; while none does (workers restarting, a frozen one
-// holding the job), the wait goes on and says so once.
-func awaitSettled(ctx context.Context, c client.Client, id string, stderr io.Writer) (workflows.Status, error) {
-	wait := 50 * time.Millisecond
-	var failingSince time.Time
-	warned := false
-	for {
-		qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		st, err := queryStatus(qctx, c, id)
-		cancel()
-		switch {
-		case err == nil:
-			failingSince, warned = time.Time{}, false
-			if st.State.Settled() {
-				return st, nil
-			}
-		case isNotFound(err) || ctx.Err() != nil:
-			return st, err
-		case failingSince.IsZero():
-			failingSince = time.Now()
-		case !warned && time.Since(failingSince) > 10*time.Second:
-			fmt.Fprintf(stderr, "transcriber: job %s: no worker answers yet (%v); still waiting\n", id, err)
-			warned = true
-		}
-		select {
-		case <-ctx.Done():
-			return st, fmt.Errorf("stopped waiting for job %s (state %s); it goes on", id, st.State)
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, time.Second)
+// awaitSettled waits for the job to be done, failed, dead or cancelled,
+// saying once when no worker answers for it for a while.
+func awaitSettled(ctx context.Context, jobs *jobctl.Service, id string, stderr io.Writer) (workflows.Status, error) {
+	st, err := jobs.Await(ctx, id, func(err error) {
+		fmt.Fprintf(stderr, "transcriber: job %s: no worker answers yet (%v); still waiting\n", id, err)
+	})
+	if err != nil && ctx.Err() != nil {
+		return st, fmt.Errorf("stopped waiting for job %s (state %s); it goes on", id, st.State)
 	}
-}
-
-func isNotFound(err error) bool {
-	var nf *serviceerror.NotFound
-	return errors.As(err, &nf)
-}
-
-func queryStatus(ctx context.Context, c client.Client, id string) (workflows.Status, error) {
-	var st workflows.Status
-	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
-	if err != nil {
-		return st, fmt.Errorf("status of job %s: %w", id, err)
-	}
-	if err := v.Get(&st); err != nil {
-		return st, fmt.Errorf("status of job %s: %w", id, err)
-	}
-	return st, nil
+	return st, err
 }
 
 func printTranscript(ctx context.Context, w io.Writer, blobs blob.Store, key, format string) error {

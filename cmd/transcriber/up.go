@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -14,12 +15,12 @@ import (
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/httpapi"
-	"github.com/transcriber/transcriber/internal/telegram"
+	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/workflows"
 )
 
 func runUp(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
-	return serve(ctx, args, env, stderr, role{name: "up", mode: embedPersistent, worker: true, bot: botIfConfigured, api: true}, `Usage: transcriber up [flags]
+	return serve(ctx, args, env, stderr, role{name: "up", mode: embedPersistent, worker: true, intakes: true, api: true}, `Usage: transcriber up [flags]
 
 Runs everything on one machine in one process: an embedded Temporal server
 that keeps its state in $TRANSCRIBER_DATA_DIR/temporal.db (or in the
@@ -43,7 +44,7 @@ that should fetch and answer Telegram recordings need TELEGRAM_BOT_TOKEN.`)
 }
 
 func runBot(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
-	return serve(ctx, args, env, stderr, role{name: "bot", mode: dialLocal, bot: botRequired}, `Usage: transcriber bot [flags]
+	return serve(ctx, args, env, stderr, role{name: "bot", mode: dialLocal, intakes: true, only: job.SourceTelegram}, `Usage: transcriber bot [flags]
 
 Runs the Telegram bot alone against the Temporal server at TEMPORAL_ADDRESS
 (default: the "transcriber up" on this machine), with the HTTP server for
@@ -56,18 +57,13 @@ type role struct {
 	name   string
 	mode   embedMode
 	worker bool
-	bot    botMode
+	// intakes runs the configured intakes; only, when set, runs that one
+	// alone, and it must be configured.
+	intakes bool
+	only    job.Source
 	// api serves the job API under /v1 beside health and metrics.
 	api bool
 }
-
-type botMode int
-
-const (
-	botNever botMode = iota
-	botIfConfigured
-	botRequired
-)
 
 // serve runs the role's parts and the HTTP server until ctx ends, embedding
 // a Temporal server first when the role says so.
@@ -84,8 +80,9 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	if fs.NArg() > 0 {
 		return usageError("%s takes no arguments, got %q", r.name, fs.Args())
 	}
-	if r.bot == botRequired && cfg.TelegramToken == "" {
-		return usageError("the bot needs TELEGRAM_BOT_TOKEN (from @BotFather)")
+	run := r.intakesToRun(cfg)
+	if r.only != "" && len(run) == 0 {
+		return usageError("the %s intake is not configured: it needs %s", r.only, intakeNamed(r.only).needs)
 	}
 	logger := newLogger(cfg, stderr)
 	tel := newTelemetry()
@@ -110,14 +107,8 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	if err != nil {
 		return err
 	}
-	var tg *telegram.Client
-	if cfg.TelegramToken != "" {
-		if tg, err = telegram.NewClient(cfg.TelegramToken, cfg.TelegramEndpoint, nil); err != nil {
-			return err
-		}
-	}
 	if r.worker {
-		stop, err := startWorker(cfg, conn.client, blobs, tel, tg)
+		stop, err := startWorker(cfg, conn.client, blobs, tel, true)
 		if err != nil {
 			return err
 		}
@@ -126,14 +117,14 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 
 	var api *httpapi.API
 	if r.api {
-		if api, err = newAPI(cfg, conn.client, blobs, logger); err != nil {
+		if api, err = newAPI(cfg, conn.jobs(cfg), blobs, logger); err != nil {
 			return err
 		}
 	}
 	srv := &http.Server{
 		Handler: httpapi.NewHandler(httpapi.Options{
 			API:       api,
-			Callbacks: engineCallbacks(cfg, conn.client, logger),
+			Callbacks: engineCallbacks(cfg, conn.jobs(cfg), logger),
 			Gatherer:  tel.reg,
 			Ready: map[string]httpapi.Check{
 				"temporal": func(ctx context.Context) error {
@@ -149,32 +140,31 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 		// once, instead of holding the shutdown up.
 		srv.RegisterOnShutdown(api.Drain)
 	}
-	failed := make(chan error, 2)
+	failed := make(chan error, 1+len(run))
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			failed <- fmt.Errorf("http server: %w", err)
 		}
 	}()
-	botCtx, stopBot := context.WithCancel(ctx)
-	defer stopBot()
-	botDone := make(chan struct{})
-	if tg != nil && r.bot != botNever {
-		bot := telegram.NewBot(tg, conn.client, blobs, telegram.BotConfig{
-			Allowed: cfg.TelegramAllowed, Engine: cfg.Engine, Policy: policyFrom(cfg), MaxDuration: cfg.MaxDuration,
-			Route: cfg.Route,
-		}, logger)
-		go func() {
-			defer close(botDone)
-			if err := bot.Run(botCtx); err != nil && botCtx.Err() == nil {
-				failed <- fmt.Errorf("telegram bot: %w", err)
+	intakeCtx, stopIntakes := context.WithCancel(ctx)
+	defer stopIntakes()
+	var intakesDone sync.WaitGroup
+	var names []string
+	for _, in := range run {
+		loop, err := in.loop(cfg, intakeDeps{jobs: conn.jobs(cfg), blobs: blobs, logger: logger})
+		if err != nil {
+			return err
+		}
+		names = append(names, string(in.source))
+		intakesDone.Go(func() {
+			if err := loop(intakeCtx); err != nil && intakeCtx.Err() == nil {
+				failed <- fmt.Errorf("%s intake: %w", in.source, err)
 			}
-		}()
-	} else {
-		close(botDone)
+		})
 	}
 
 	attrs := []any{"role", r.name, "http", "http://" + ln.Addr().String(), "engine", cfg.Engine,
-		"namespace", cfg.TemporalNamespace, "task_queue", workflows.TaskQueue, "telegram_bot", tg != nil && r.bot != botNever}
+		"namespace", cfg.TemporalNamespace, "task_queue", workflows.TaskQueue, "intakes", names}
 	if conn.server != nil {
 		attrs = append(attrs, "temporal", conn.server.FrontendAddr(), "database", conn.server.Database(), "data_dir", cfg.DataDir)
 		if ui := conn.server.UIAddr(); ui != "" {
@@ -196,7 +186,30 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("http server shutdown", "error", err)
 	}
-	stopBot()
-	<-botDone
+	stopIntakes()
+	intakesDone.Wait()
 	return runErr
+}
+
+// intakesToRun are the intakes the role runs with this configuration.
+func (r role) intakesToRun(cfg config.Config) []intake {
+	if !r.intakes {
+		return nil
+	}
+	var run []intake
+	for _, in := range intakes {
+		if in.configured(cfg) && (r.only == "" || in.source == r.only) {
+			run = append(run, in)
+		}
+	}
+	return run
+}
+
+func intakeNamed(source job.Source) intake {
+	for _, in := range intakes {
+		if in.source == source {
+			return in
+		}
+	}
+	panic("no intake " + string(source))
 }

@@ -24,7 +24,7 @@ type Jobs interface {
 	Lookup(ctx context.Context, id string) (jobctl.Existing, error)
 	Start(ctx context.Context, req jobctl.StartRequest) (existing bool, err error)
 	Get(ctx context.Context, id string) (workflows.Status, []jobctl.Pending, error)
-	Await(ctx context.Context, id string) (workflows.Status, error)
+	Await(ctx context.Context, id string, unanswered func(error)) (workflows.Status, error)
 	List(ctx context.Context, state job.State, pageSize int, token []byte) ([]jobctl.Summary, []byte, error)
 	Revive(ctx context.Context, id string) (workflows.Status, error)
 	Cancel(ctx context.Context, id string) error

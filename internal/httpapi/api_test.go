@@ -60,7 +60,7 @@ func (f *fakeJobs) Lookup(_ context.Context, id string) (jobctl.Existing, error)
 func (f *fakeJobs) Start(_ context.Context, req jobctl.StartRequest) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if j, ok := f.jobs[req.ID]; ok && !(req.Rerun && j.closed && j.status.State == job.Cancelled) {
+	if j, ok := f.jobs[req.ID]; ok && !(req.Policy == jobctl.OnePerIDUnlessCancelled && j.closed && j.status.State == job.Cancelled) {
 		if j.hash != req.ContentSHA256 {
 			return false, jobctl.ErrConflict
 		}
@@ -97,7 +97,7 @@ func (f *fakeJobs) Get(_ context.Context, id string) (workflows.Status, []jobctl
 	return st, nil, nil
 }
 
-func (f *fakeJobs) Await(ctx context.Context, id string) (workflows.Status, error) {
+func (f *fakeJobs) Await(ctx context.Context, id string, _ func(error)) (workflows.Status, error) {
 	for {
 		st, ok := f.status(id)
 		if !ok {
@@ -133,7 +133,7 @@ func (f *fakeJobs) Revive(_ context.Context, id string) (workflows.Status, error
 		return st, jobctl.ErrNotFound
 	}
 	if st.State != job.Failed && st.State != job.Dead {
-		return st, jobctl.ErrNotRevivable
+		return st, &jobctl.NotRevivableError{ID: id, State: st.State}
 	}
 	f.mu.Lock()
 	f.revived = append(f.revived, id)

@@ -77,14 +77,15 @@ func (a *API) checkSubmission(s submission) *apiError {
 func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, existing bool, apiErr *apiError) {
 	engine, fallback := a.opts.Engine(s.engine, s.language)
 	hash := hex.EncodeToString(u.sha256)
-	rerun := false
+	policy := jobctl.OnePerID
 	if s.key != "" {
 		id = workflows.HTTPJobID(s.key)
 	} else {
 		// Without a key the bytes name the job; a cancelled one may be
 		// sent again.
-		id, rerun = workflows.HTTPContentJobID(u.sha256, engine, s.language), true
+		id, policy = workflows.HTTPContentJobID(u.sha256, engine, s.language), jobctl.OnePerIDUnlessCancelled
 	}
+	rerun := policy == jobctl.OnePerIDUnlessCancelled
 	e, err := a.opts.Jobs.Lookup(ctx, id)
 	switch {
 	case err == nil && !(rerun && e.Rerunnable):
@@ -118,7 +119,7 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		AcceptedAt:  time.Now(),
 		CallbackURL: s.callback,
 	}
-	existing, err = a.opts.Jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, ContentSHA256: hash, Rerun: rerun})
+	existing, err = a.opts.Jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, ContentSHA256: hash, Policy: policy})
 	switch {
 	case errors.Is(err, jobctl.ErrConflict):
 		return "", false, conflict(s.key)

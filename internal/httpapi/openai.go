@@ -78,7 +78,7 @@ func (a *API) openAITranscription(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-	st, err := a.opts.Jobs.Await(ctx, id)
+	st, err := a.opts.Jobs.Await(ctx, id, nil)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return

@@ -1,7 +1,9 @@
-// Package jobctl reads and steers transcription jobs through a Temporal
-// client: listing them by state, reading one, starting one under an id that
-// must stay tied to one recording, reviving and cancelling. The operator
-// commands and the HTTP API share it, so both see jobs the same way.
+// Package jobctl is the one door to the Temporal client for jobs: it
+// starts them under the id policy an intake needs, looks them up, asks for
+// their status, revives, cancels, awaits and lists them, and passes on an
+// engine's callback. Intakes and commands call it through small interfaces
+// of their own, so every caller sees and steers jobs the same way, and the
+// start options and search attributes of a job are built here only.
 package jobctl
 
 import (
@@ -29,7 +31,8 @@ var (
 	ErrNotFound = errors.New("no such job")
 	// ErrConflict: the id belongs to a job of other bytes.
 	ErrConflict = errors.New("the job id belongs to another recording")
-	// ErrNotRevivable: only failed and dead jobs can be revived.
+	// ErrNotRevivable: only failed and dead jobs can be revived. The
+	// error that wraps it names the job and its state.
 	ErrNotRevivable = errors.New("only failed or dead jobs can be revived")
 	// ErrClosed: the job has closed and can no longer be changed.
 	ErrClosed = errors.New("the job has closed")
@@ -193,9 +196,10 @@ func (s *Service) fromHistory(ctx context.Context, id string, desc *workflowserv
 		st.State = job.Cancelled
 	default:
 		// Failed or timed out as a workflow: something outside the job's
-		// own rules stopped it.
+		// own rules stopped it, in the state it had last published.
+		step := st.State
 		st.State = job.Dead
-		st.Failure = &job.Failure{Kind: job.Internal, Step: st.State,
+		st.Failure = &job.Failure{Kind: job.Internal, Step: step,
 			Message: "the workflow ended " + info.GetStatus().String(), At: st.FinishedAt}
 	}
 	return st, nil
@@ -245,46 +249,49 @@ func (s *Service) Lookup(ctx context.Context, id string) (Existing, error) {
 	return e, nil
 }
 
-// StartRequest starts a job under an id tied to one recording.
+// IDPolicy says what a start does when the job id is taken.
+type IDPolicy int
+
+const (
+	// OnePerID: the id names one job forever. A second start finds that
+	// job, running or closed, so a redelivered message or a repeated
+	// request never starts a second one (Telegram messages, idempotency
+	// keys).
+	OnePerID IDPolicy = iota
+	// OnePerIDUnlessCancelled is OnePerID, except that an id whose job was
+	// cancelled or terminated may start a new job.
+	OnePerIDUnlessCancelled
+	// JoinRunning: a start while a job with the id runs joins it; once it
+	// has closed, the id starts anew (content-named command-line jobs).
+	JoinRunning
+)
+
+// StartRequest starts a job.
 type StartRequest struct {
-	ID    string
-	Input workflows.Input
-	// ContentSHA256 is the hex hash of the recording's bytes.
+	ID     string
+	Input  workflows.Input
+	Policy IDPolicy
+	// ContentSHA256 is the hex hash of the recording's bytes, when the
+	// caller has them; a taken id whose job holds other bytes is then
+	// ErrConflict instead of that job.
 	ContentSHA256 string
-	// Rerun lets the id start a new job when its previous one was cancelled
-	// or terminated; without it the id names one job forever.
-	Rerun bool
 }
 
-// Start starts the job. When the id is taken, the job under it is the
-// answer if it holds the same bytes (existing is true), and ErrConflict if
-// it holds others.
+// Start starts the job. When the id is taken the job under it is the answer
+// (existing is true), unless its recording differs (ErrConflict). A start
+// that joins a running job under JoinRunning reports it as new: the
+// server does not say which it was, and the caller treats both alike.
 func (s *Service) Start(ctx context.Context, req StartRequest) (existing bool, err error) {
-	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
-	if req.Rerun {
-		reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY
-	}
-	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        req.ID,
-		TaskQueue: workflows.TaskQueue,
-		// Two requests with one id race to here; the loser learns of the
-		// winner through the error and compares bytes.
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:                    reuse,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		Memo:                                     map[string]any{MemoContentSHA256: req.ContentSHA256},
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.StateKey.ValueSet(string(job.Accepted)),
-			workflows.SourceKey.ValueSet(string(req.Input.Source)),
-			workflows.EngineKey.ValueSet(req.Input.Engine),
-		),
-	}, workflows.WorkflowName, req.Input)
+	_, err = s.Client.ExecuteWorkflow(ctx, startOptions(req), workflows.WorkflowName, req.Input)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err == nil || !errors.As(err, &started) {
 		if err != nil {
 			return false, fmt.Errorf("start job %s: %w", req.ID, err)
 		}
 		return false, nil
+	}
+	if req.ContentSHA256 == "" {
+		return true, nil
 	}
 	e, err := s.Lookup(ctx, req.ID)
 	if err != nil {
@@ -296,18 +303,83 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (existing bool, e
 	return true, nil
 }
 
+// startOptions are the one place a job's start options and first search
+// attributes are made.
+func startOptions(req StartRequest) client.StartWorkflowOptions {
+	o := client.StartWorkflowOptions{
+		ID:        req.ID,
+		TaskQueue: workflows.TaskQueue,
+		// Two starts with one id race to here; the loser learns of the
+		// winner through the error. Without the flag the SDK hides "already
+		// started" behind the old run.
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.StateKey.ValueSet(string(job.Accepted)),
+			workflows.SourceKey.ValueSet(string(req.Input.Source)),
+			workflows.EngineKey.ValueSet(req.Input.Engine),
+		),
+	}
+	if req.ContentSHA256 != "" {
+		o.Memo = map[string]any{MemoContentSHA256: req.ContentSHA256}
+	}
+	switch req.Policy {
+	case OnePerIDUnlessCancelled:
+		o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY
+	case JoinRunning:
+		o.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+		o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		o.WorkflowExecutionErrorWhenAlreadyStarted = false
+	}
+	return o
+}
+
+// NotRevivableError is a revive refused because the job is not failed or
+// dead; it wraps ErrNotRevivable.
+type NotRevivableError struct {
+	ID    string
+	State job.State
+}
+
+func (e *NotRevivableError) Error() string {
+	return fmt.Sprintf("job %s is %s; only failed or dead jobs can be revived", e.ID, e.State)
+}
+
+func (e *NotRevivableError) Unwrap() error { return ErrNotRevivable }
+
 // Revive resumes a failed or dead job at the step that stopped it and
-// returns the status it had.
+// returns the status it was parked with. The job itself decides, in the
+// revive update's validator, so there is no window between a check and the
+// act; a job that is not parked answers with a NotRevivableError.
 func (s *Service) Revive(ctx context.Context, id string) (workflows.Status, error) {
-	st, err := s.query(ctx, id)
+	var st workflows.Status
+	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: id, UpdateName: workflows.UpdateRevive, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, &st)
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeNotRevivable {
+		refused := &NotRevivableError{ID: id}
+		if derr := appErr.Details(&refused.State); derr != nil {
+			return st, fmt.Errorf("revive job %s: %w", id, err)
+		}
+		st.JobID, st.State = id, refused.State
+		return st, refused
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// Closed jobs take no updates; say what they closed as.
+		closed, serr := s.Status(ctx, id)
+		if serr != nil {
+			return st, serr
+		}
+		return closed, &NotRevivableError{ID: id, State: closed.State}
+	}
 	if err != nil {
-		return st, err
-	}
-	if st.State != job.Failed && st.State != job.Dead {
-		return st, ErrNotRevivable
-	}
-	if err := s.Client.SignalWorkflow(ctx, id, "", workflows.SignalRevive, nil); err != nil {
-		return st, notFound(id, fmt.Errorf("revive job %s: %w", id, err))
+		return st, fmt.Errorf("revive job %s: %w", id, err)
 	}
 	return st, nil
 }
@@ -324,20 +396,37 @@ func (s *Service) Cancel(ctx context.Context, id string) error {
 	return notFound(id, s.Client.CancelWorkflow(ctx, id, ""))
 }
 
-// Await polls the job's status until it settles or ctx ends; a job that
-// cannot be asked for a while (workers restarting) is waited for, not
-// failed.
-func (s *Service) Await(ctx context.Context, id string) (workflows.Status, error) {
+// unansweredAfter is how long a job may go without answering before Await
+// tells its caller once.
+const unansweredAfter = 10 * time.Second
+
+// Await polls the job's status until it settles or ctx ends. Failed and
+// dead jobs stay open for revive, so waiting for the workflow's result
+// would hang; the status says when they settle. A job that cannot be asked
+// for a while (workers restarting, a frozen one holding it) is waited for,
+// not failed: unanswered, when not nil, hears of it once.
+func (s *Service) Await(ctx context.Context, id string, unanswered func(error)) (workflows.Status, error) {
 	wait := 50 * time.Millisecond
+	var failingSince time.Time
+	told := false
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		st, err := s.Status(qctx, id)
 		cancel()
 		switch {
-		case err == nil && st.State.Settled():
-			return st, nil
+		case err == nil:
+			failingSince, told = time.Time{}, false
+			if st.State.Settled() {
+				return st, nil
+			}
 		case errors.Is(err, ErrNotFound):
 			return st, err
+		case ctx.Err() != nil:
+		case failingSince.IsZero():
+			failingSince = time.Now()
+		case !told && unanswered != nil && time.Since(failingSince) > unansweredAfter:
+			unanswered(err)
+			told = true
 		}
 		select {
 		case <-ctx.Done():
@@ -346,6 +435,24 @@ func (s *Service) Await(ctx context.Context, id string) (workflows.Status, error
 		}
 		wait = min(wait*2, time.Second)
 	}
+}
+
+// ErrNotRunning: the job an engine called back about has closed or never
+// existed, so nothing waits for the callback.
+var ErrNotRunning = errors.New("the job is not running")
+
+// NotifyEngineCallback tells a job that its engine called back about an
+// operation, so the job checks it at once.
+func (s *Service) NotifyEngineCallback(ctx context.Context, id string, cb workflows.EngineCallback) error {
+	err := s.Client.SignalWorkflow(ctx, id, "", workflows.SignalEngineCallback, cb)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("job %s: %w", id, ErrNotRunning)
+	}
+	if err != nil {
+		return fmt.Errorf("job %s: pass on engine callback: %w", id, err)
+	}
+	return nil
 }
 
 // notFound turns the server's "not found" into ErrNotFound.

@@ -14,15 +14,19 @@ import (
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/workflows"
 )
+
+// Jobs is what the bot asks of the job-control layer (*jobctl.Service).
+type Jobs interface {
+	Start(ctx context.Context, req jobctl.StartRequest) (existing bool, err error)
+	Status(ctx context.Context, id string) (workflows.Status, error)
+	Revive(ctx context.Context, id string) (workflows.Status, error)
+}
 
 // Store keeps small per-chat settings.
 type Store interface {
@@ -52,19 +56,19 @@ type BotConfig struct {
 // crash or restart makes Telegram deliver it again, and the job id derived
 // from chat and message makes that second delivery find the same job.
 type Bot struct {
-	c        *Client
-	temporal client.Client
-	store    Store
-	cfg      BotConfig
-	log      *slog.Logger
+	c     *Client
+	jobs  Jobs
+	store Store
+	cfg   BotConfig
+	log   *slog.Logger
 }
 
 // NewBot returns an intake; Run starts it.
-func NewBot(c *Client, tc client.Client, store Store, cfg BotConfig, log *slog.Logger) *Bot {
+func NewBot(c *Client, jobs Jobs, store Store, cfg BotConfig, log *slog.Logger) *Bot {
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = 30 * time.Second
 	}
-	return &Bot{c: c, temporal: tc, store: store, cfg: cfg, log: log.With("component", "telegram")}
+	return &Bot{c: c, jobs: jobs, store: store, cfg: cfg, log: log.With("component", "telegram")}
 }
 
 // Run polls until ctx ends. It returns early only when Telegram rejects the
@@ -181,28 +185,15 @@ func (b *Bot) start(ctx context.Context, m *tgbotapi.Message, media media, lang 
 		Policy:     b.cfg.Policy,
 		AcceptedAt: time.Unix(int64(m.Date), 0),
 	}
-	_, err := b.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        id,
-		TaskQueue: workflows.TaskQueue,
-		// A message has one job ever: a running or a closed one with its id
-		// answers "already started", which tells a redelivery apart.
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		// Without it the SDK hides "already started" behind the old run.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.StateKey.ValueSet(string(job.Accepted)),
-			workflows.SourceKey.ValueSet(string(job.SourceTelegram)),
-			workflows.EngineKey.ValueSet(engine),
-		),
-	}, workflows.WorkflowName, in)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
+	// A message has one job ever, so a redelivered update finds the job
+	// it started before.
+	existing, err := b.jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, Policy: jobctl.OnePerID})
+	if err != nil {
+		return err
+	}
+	if existing {
 		b.log.Info("recording seen again; its job exists", "job_id", id)
 		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("start job %s: %w", id, err)
 	}
 	b.log.Info("recording accepted", "job_id", id, "kind", media.kind, "size", media.size)
 	return nil
@@ -225,40 +216,34 @@ func (b *Bot) command(ctx context.Context, m *tgbotapi.Message, lang string) err
 			return b.say(ctx, m, t.replyToRecording)
 		}
 		id := workflows.TelegramJobID(m.Chat.ID, m.ReplyToMessage.MessageID)
-		st, err := b.status(ctx, id)
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return b.say(ctx, m, t.noJob)
-		}
-		if err != nil {
-			return err
-		}
 		if m.Command() == "status" {
+			st, err := b.jobs.Status(ctx, id)
+			if errors.Is(err, jobctl.ErrNotFound) {
+				return b.say(ctx, m, t.noJob)
+			}
+			if err != nil {
+				return err
+			}
 			text := fmt.Sprintf(t.statusOf, id, stateText(lang, st.State))
 			if st.Failure != nil {
 				text += "\n" + failureNotice(lang, st.State, st.Failure)
 			}
 			return b.say(ctx, m, text)
 		}
-		if st.State != job.Failed && st.State != job.Dead {
-			return b.say(ctx, m, fmt.Sprintf(t.notRetriable, stateText(lang, st.State)))
-		}
-		if err := b.temporal.SignalWorkflow(ctx, id, "", workflows.SignalRevive, nil); err != nil {
-			return fmt.Errorf("revive %s: %w", id, err)
+		_, err := b.jobs.Revive(ctx, id)
+		var refused *jobctl.NotRevivableError
+		switch {
+		case errors.As(err, &refused):
+			return b.say(ctx, m, fmt.Sprintf(t.notRetriable, stateText(lang, refused.State)))
+		case errors.Is(err, jobctl.ErrNotFound):
+			return b.say(ctx, m, t.noJob)
+		case err != nil:
+			return err
 		}
 		return b.say(ctx, m, t.retried)
 	default: // start, help and anything unknown
 		return b.say(ctx, m, fmt.Sprintf(t.help, "20 MB", b.cfg.MaxDuration))
 	}
-}
-
-func (b *Bot) status(ctx context.Context, id string) (workflows.Status, error) {
-	var st workflows.Status
-	v, err := b.temporal.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
-	if err != nil {
-		return st, err
-	}
-	return st, v.Get(&st)
 }
 
 // say answers a message.
