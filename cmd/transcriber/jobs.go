@@ -15,10 +15,9 @@ import (
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/transcript"
-	"github.com/transcriber/transcriber/workflows"
 )
 
-const jobsUsage = `Usage: transcriber jobs <list|show|revive|cancel> [flags] [ID]
+const jobsUsage = `Usage: transcriber jobs <list|show|revive|cancel|retry-pending> [flags] [ID]
 
 Operator commands over the jobs of TEMPORAL_ADDRESS (default: the
 "transcriber up" on this machine).
@@ -26,8 +25,10 @@ Operator commands over the jobs of TEMPORAL_ADDRESS (default: the
   list [--state S]   jobs, newest first; S is accepted, converting,
                      transcribing, replying, done, failed, dead or cancelled
   show ID            a job's state, failure, attempts and transcript
-  revive ID          resume a failed or dead job from the step that stopped it
+  revive ID          resume a failed or dead job from the step that stopped it,
+                     or run a step waiting out a back-off now, attempts from 1
   cancel ID          cancel a job; its recording is kept
+  retry-pending      run every step waiting out a back-off now, in every job
 
 The same is possible in the Temporal Web UI (search TranscriptionState="dead",
 signal "revive") and with the temporal CLI.`
@@ -56,21 +57,21 @@ func runJobs(ctx context.Context, args []string, env func(string) string, stdout
 	case "show":
 		fs.BoolVar(&asJSON, "json", false, "print the status as JSON")
 		fs.StringVar(&format, "format", "txt", "transcript format: "+strings.Join(transcript.Formats, ", "))
-	case "revive", "cancel":
+	case "revive", "cancel", "retry-pending":
 	default:
-		return usageError("unknown jobs subcommand %q (want list, show, revive or cancel)", sub)
+		return usageError("unknown jobs subcommand %q (want list, show, revive, cancel or retry-pending)", sub)
 	}
 	if err := loadConfig(fs, &cfg, rest); err != nil {
 		return err
 	}
 	var id string
-	if sub != "list" {
+	if sub != "list" && sub != "retry-pending" {
 		if fs.NArg() != 1 {
 			return usageError("jobs %s needs exactly one job ID", sub)
 		}
 		id = fs.Arg(0)
 	} else if fs.NArg() != 0 {
-		return usageError("jobs list takes no arguments")
+		return usageError("jobs %s takes no arguments", sub)
 	}
 	logger := newLogger(cfg, stderr)
 	conn, err := connect(ctx, cfg, dialLocal, logger, nil)
@@ -86,6 +87,8 @@ func runJobs(ctx context.Context, args []string, env func(string) string, stdout
 		return showJob(ctx, jobs, cfg, env, id, asJSON, format, stdout)
 	case "revive":
 		return reviveJob(ctx, jobs, id, stdout)
+	case "retry-pending":
+		return retryPending(ctx, jobs, stdout)
 	default:
 		return cancelJob(ctx, jobs, id, stdout)
 	}
@@ -214,16 +217,44 @@ func readTranscript(ctx context.Context, blobs blob.Store, key string) (transcri
 }
 
 func reviveJob(ctx context.Context, jobs *jobctl.Service, id string, w io.Writer) error {
-	st, err := jobs.Revive(ctx, id)
+	r, err := jobs.Revive(ctx, id)
 	var refused *jobctl.NotRevivableError
 	if errors.As(err, &refused) {
-		return &exitError{code: 1, msg: refused.Error() + notRevivableWhy(refused.State)}
+		msg := refused.Error()
+		if len(refused.Running) == 0 {
+			msg += notRevivableWhy(refused.State)
+		}
+		return &exitError{code: 1, msg: msg}
 	}
 	if err != nil {
 		return notFound(id, err)
 	}
-	fmt.Fprintf(w, "job %s revived: it resumes at %s\n", id, stepOf(st))
+	printRevival(w, id, r)
 	return nil
+}
+
+func retryPending(ctx context.Context, jobs *jobctl.Service, w io.Writer) error {
+	revived, err := jobs.RetryPending(ctx)
+	for _, r := range revived {
+		printRevival(w, r.Status.JobID, r)
+	}
+	if err != nil {
+		return err
+	}
+	if len(revived) == 0 {
+		fmt.Fprintln(w, "no job waits out a back-off")
+	}
+	return nil
+}
+
+func printRevival(w io.Writer, id string, r jobctl.Revival) {
+	if r.ResumesAt != "" {
+		fmt.Fprintf(w, "job %s revived: it resumes at %s\n", id, r.ResumesAt)
+		return
+	}
+	for _, p := range r.Retried {
+		fmt.Fprintf(w, "job %s: step %s runs again now, its attempts counted from 1 (it had failed %d times)\n", id, p.Activity, p.Attempt-1)
+	}
 }
 
 // notRevivableWhy says what a refused revive means for the job.
@@ -234,16 +265,9 @@ func notRevivableWhy(s job.State) string {
 	case s == job.Cancelled:
 		return " (it was cancelled; submit the recording again to start anew)"
 	case !s.Settled():
-		return " (it is still running; revive it if it ends failed or dead)"
+		return " (it is still running and no step waits out a back-off)"
 	}
 	return ""
-}
-
-func stepOf(st workflows.Status) job.State {
-	if st.Failure != nil {
-		return st.Failure.Step
-	}
-	return st.State
 }
 
 func cancelJob(ctx context.Context, jobs *jobctl.Service, id string, w io.Writer) error {

@@ -460,7 +460,7 @@ func TestReviveOfRunningJobIsRefused(t *testing.T) {
 	id := cliJobID(t, note, "openai")
 
 	r := runCLI(t, u.client, "jobs", "revive", id)
-	if r.code != 1 || !strings.Contains(r.stderr, "job "+id+" is transcribing; only failed or dead jobs can be revived (it is still running") {
+	if r.code != 1 || !strings.Contains(r.stderr, "job "+id+" is transcribing and its step Recognize is running right now; a revive changes nothing") {
 		t.Errorf("revive of a running job: code %d, stderr %q", r.code, r.stderr)
 	}
 	engine.unblock()
@@ -474,7 +474,80 @@ func TestReviveOfRunningJobIsRefused(t *testing.T) {
 		t.Errorf("the engine was called %d times; the refused revive must change nothing", n)
 	}
 	r = runCLI(t, u.client, "jobs", "revive", id)
-	if r.code != 1 || !strings.Contains(r.stderr, "is done; only failed or dead jobs can be revived (it finished") {
+	if r.code != 1 || !strings.Contains(r.stderr, "is done; only failed or dead jobs, or jobs waiting out a back-off, can be revived (it finished") {
 		t.Errorf("revive of a done job: code %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// Scenario: Revive and retry-pending run a step waiting out its back-off now, with attempts from 1
+func TestReviveCutsBackoffShort(t *testing.T) {
+	requireSpeechTools(t)
+	engine := newOpenAIStandIn(t)
+	engine.set(http.StatusServiceUnavailable)
+	u := startUp(t, t.TempDir(), "OPENAI_BASE_URL", engine.URL+"/v1")
+	// The policy travels with the job from the client that submits it:
+	// ten minutes after every failure, far longer than this test waits.
+	patient := func(k string) string {
+		switch k {
+		case "TRANSCRIBER_ENGINE":
+			return "openai"
+		case "TRANSCRIBER_RETRY_SCHEDULE":
+			return "10m"
+		}
+		return u.client(k)
+	}
+	dir := t.TempDir()
+	first := testaudio.VoiceNote(t, dir)
+	second := filepath.Join(dir, "second.wav")
+	testaudio.FFmpeg(t, "-f", "s16le", "-ar", "16000", "-ac", "1", "-i", testaudio.GoForwardRaw, "-af", "volume=0.8", second)
+	done := make(chan result, 2)
+	for _, f := range []string{first, second} {
+		go func() { done <- runCLI(t, patient, "transcribe", f) }()
+	}
+	ids := []string{cliJobID(t, first, "openai"), cliJobID(t, second, "openai")}
+	waiting := func(id, attempt string) func() bool {
+		return func() bool {
+			show := runCLI(t, u.client, "jobs", "show", id).stdout
+			return showField(show, "step") == "Recognize, attempt "+attempt && showField(show, "next attempt") != ""
+		}
+	}
+	for _, id := range ids {
+		waitFor(t, id+" to wait out its first back-off", waiting(id, "2"))
+	}
+	if n := engine.count(); n != 2 {
+		t.Fatalf("engine called %d times before the revive; want once per job", n)
+	}
+
+	start := time.Now()
+	r := runCLI(t, u.client, "jobs", "revive", ids[0])
+	if r.code != 0 || !strings.Contains(r.stdout, "step Recognize runs again now, its attempts counted from 1") {
+		t.Fatalf("revive of a job waiting out a back-off: code %d, %s%s", r.code, r.stdout, r.stderr)
+	}
+	waitFor(t, "the revived job's request", func() bool { return engine.count() == 3 })
+	t.Logf("request sent %v after the revive; the back-off had 10m left", time.Since(start).Round(time.Millisecond))
+	// The fresh attempt failed too: the job waits again, as at its second
+	// attempt, not its third.
+	waitFor(t, "the revived job to wait again from its first attempt", waiting(ids[0], "2"))
+
+	r = runCLI(t, u.client, "jobs", "retry-pending")
+	if r.code != 0 || strings.Count(r.stdout, "runs again now") != 2 {
+		t.Fatalf("retry-pending: code %d, %s%s", r.code, r.stdout, r.stderr)
+	}
+	waitFor(t, "both jobs' requests", func() bool { return engine.count() == 5 })
+
+	engine.set(http.StatusOK)
+	for _, id := range ids {
+		waitFor(t, id+" to wait again", waiting(id, "2"))
+	}
+	if r := runCLI(t, u.client, "jobs", "retry-pending"); r.code != 0 {
+		t.Fatalf("retry-pending: code %d, %s", r.code, r.stderr)
+	}
+	for range ids {
+		if r := <-done; r.code != 0 || strings.TrimSpace(r.stdout) != testaudio.GoForwardText {
+			t.Errorf("transcribe after retry-pending: code %d, %q, %s", r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runCLI(t, u.client, "jobs", "retry-pending"); r.code != 0 || !strings.Contains(r.stdout, "no job waits out a back-off") {
+		t.Errorf("retry-pending with nothing waiting: code %d, %s", r.code, r.stdout)
 	}
 }

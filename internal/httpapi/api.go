@@ -26,8 +26,9 @@ type Jobs interface {
 	Get(ctx context.Context, id string) (workflows.Status, []jobctl.Pending, error)
 	Await(ctx context.Context, id string, unanswered func(error)) (workflows.Status, error)
 	List(ctx context.Context, state job.State, pageSize int, token []byte) ([]jobctl.Summary, []byte, error)
-	Revive(ctx context.Context, id string) (workflows.Status, error)
+	Revive(ctx context.Context, id string) (jobctl.Revival, error)
 	Cancel(ctx context.Context, id string) error
+	RetryPending(ctx context.Context) ([]jobctl.Revival, error)
 }
 
 // BlobStore keeps uploads and holds transcripts.
@@ -128,6 +129,7 @@ var apiRoutes = []route{
 	{method: http.MethodDelete, path: "/v1/jobs/{id}", handler: (*API).cancelJob},
 	{method: http.MethodGet, path: "/v1/jobs/{id}/transcript", handler: (*API).getTranscript},
 	{method: http.MethodPost, path: "/v1/jobs/{id}/revive", handler: (*API).reviveJob},
+	{method: http.MethodPost, path: "/v1/jobs/retry-pending", handler: (*API).retryPending},
 	{method: http.MethodPost, path: "/v1/audio/transcriptions", handler: (*API).openAITranscription},
 }
 

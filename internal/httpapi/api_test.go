@@ -41,6 +41,8 @@ type fakeJob struct {
 	in     workflows.Input
 	status workflows.Status
 	closed bool
+	// backingOff names a step that waits out a back-off.
+	backingOff string
 }
 
 var _ Jobs = (*fakeJobs)(nil)
@@ -127,18 +129,35 @@ func (f *fakeJobs) List(_ context.Context, state job.State, _ int, _ []byte) ([]
 	return out, nil, nil
 }
 
-func (f *fakeJobs) Revive(_ context.Context, id string) (workflows.Status, error) {
+func (f *fakeJobs) Revive(_ context.Context, id string) (jobctl.Revival, error) {
 	st, ok := f.status(id)
 	if !ok {
-		return st, jobctl.ErrNotFound
+		return jobctl.Revival{}, jobctl.ErrNotFound
 	}
 	if st.State != job.Failed && st.State != job.Dead {
-		return st, &jobctl.NotRevivableError{ID: id, State: st.State}
+		return jobctl.Revival{Status: st}, &jobctl.NotRevivableError{ID: id, State: st.State}
 	}
 	f.mu.Lock()
 	f.revived = append(f.revived, id)
 	f.mu.Unlock()
-	return st, nil
+	r := jobctl.Revival{Status: st, ResumesAt: st.State}
+	if st.Failure != nil {
+		r.ResumesAt = st.Failure.Step
+	}
+	return r, nil
+}
+
+func (f *fakeJobs) RetryPending(context.Context) ([]jobctl.Revival, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []jobctl.Revival
+	for id, j := range f.jobs {
+		if j.backingOff != "" {
+			out = append(out, jobctl.Revival{Status: j.status, Retried: []jobctl.Pending{{ID: "5", Activity: j.backingOff, Attempt: 2}}})
+			f.revived = append(f.revived, id)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeJobs) Cancel(_ context.Context, id string) error {
@@ -626,6 +645,19 @@ func TestListReviveCancel(t *testing.T) {
 		t.Errorf("revive = %d %+v", w.Code, rb)
 	}
 	wantError(t, req(http.MethodPost, "/v1/jobs/nope/revive"), http.StatusNotFound, "not_found")
+
+	type pendingBody struct {
+		Jobs []reviveBody `json:"jobs"`
+	}
+	if p := decode[pendingBody](t, req(http.MethodPost, "/v1/jobs/retry-pending")); p.Jobs == nil || len(p.Jobs) != 0 {
+		t.Errorf("retry-pending with nothing waiting = %+v; want an empty list", p)
+	}
+	h.jobs.set(id, func(j *fakeJob) { j.status.State, j.backingOff = job.Transcribing, "Recognize" })
+	w = req(http.MethodPost, "/v1/jobs/retry-pending")
+	if p := decode[pendingBody](t, w); w.Code != http.StatusOK || len(p.Jobs) != 1 || p.Jobs[0].ID != id ||
+		len(p.Jobs[0].Retried) != 1 || p.Jobs[0].Retried[0] != (retriedStep{Step: "Recognize", FailedAttempts: 1}) {
+		t.Errorf("retry-pending = %d %s", w.Code, w.Body)
+	}
 
 	if w := req(http.MethodDelete, "/v1/jobs/"+id); w.Code != http.StatusAccepted {
 		t.Errorf("cancel = %d %s", w.Code, w.Body)

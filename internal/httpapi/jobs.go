@@ -414,29 +414,61 @@ func (a *API) readTranscript(ctx context.Context, key string) (transcript.Docume
 
 type reviveBody struct {
 	ID string `json:"id"`
-	// Was is the state the job left; ResumesAt the step it runs again.
+	// Was is the state the job left; ResumesAt the step a failed or dead
+	// job runs again, or Retried the steps of a running job that waited
+	// out a back-off and run again now.
 	Was       job.State         `json:"was"`
-	ResumesAt job.State         `json:"resumes_at"`
+	ResumesAt job.State         `json:"resumes_at,omitempty"`
+	Retried   []retriedStep     `json:"retried,omitempty"`
 	Links     map[string]string `json:"links"`
+}
+
+type retriedStep struct {
+	Step string `json:"step"`
+	// FailedAttempts is how often it had failed before its attempts were
+	// counted from one again.
+	FailedAttempts int `json:"failed_attempts"`
 }
 
 func (a *API) reviveJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	st, err := a.opts.Jobs.Revive(r.Context(), id)
-	if errors.Is(err, jobctl.ErrNotRevivable) {
-		writeError(w, &apiError{status: http.StatusConflict, code: "not_revivable",
-			message: fmt.Sprintf("job %s is %s; only failed or dead jobs can be revived", id, st.State)})
+	rv, err := a.opts.Jobs.Revive(r.Context(), id)
+	var refused *jobctl.NotRevivableError
+	if errors.As(err, &refused) {
+		writeError(w, &apiError{status: http.StatusConflict, code: "not_revivable", message: refused.Error()})
 		return
 	}
 	if err != nil {
 		writeError(w, a.jobError(id, err))
 		return
 	}
-	body := reviveBody{ID: id, Was: st.State, ResumesAt: st.State, Links: links(id)}
-	if st.Failure != nil {
-		body.ResumesAt = st.Failure.Step
+	writeJSON(w, http.StatusAccepted, revivedBody(id, rv))
+}
+
+func revivedBody(id string, rv jobctl.Revival) reviveBody {
+	body := reviveBody{ID: id, Was: rv.Status.State, ResumesAt: rv.ResumesAt, Links: links(id)}
+	for _, p := range rv.Retried {
+		body.Retried = append(body.Retried, retriedStep{Step: p.Activity, FailedAttempts: p.Attempt - 1})
 	}
-	writeJSON(w, http.StatusAccepted, body)
+	return body
+}
+
+// retryPending runs every step waiting out a back-off now, as the vault's
+// "recognise all pending here" does for its recordings. Only jobs that are
+// waiting change; the answer lists them.
+func (a *API) retryPending(w http.ResponseWriter, r *http.Request) {
+	revived, err := a.opts.Jobs.RetryPending(r.Context())
+	if err != nil {
+		writeError(w, errUnavailable(err))
+		return
+	}
+	body := struct {
+		Jobs []reviveBody `json:"jobs"`
+	}{Jobs: []reviveBody{}}
+	for _, rv := range revived {
+		body.Jobs = append(body.Jobs, revivedBody(rv.Status.JobID, rv))
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 type cancelBody struct {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -137,7 +138,8 @@ func (s *Service) Get(ctx context.Context, id string) (workflows.Status, []Pendi
 	}
 	var pending []Pending
 	for _, pa := range desc.GetPendingActivities() {
-		p := Pending{Activity: pa.GetActivityType().GetName(), Attempt: int(pa.GetAttempt())}
+		p := Pending{ID: pa.GetActivityId(), Activity: pa.GetActivityType().GetName(), Attempt: int(pa.GetAttempt()),
+			Running: pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED}
 		if lf := pa.GetLastFailure(); lf != nil {
 			p.LastError = lf.GetMessage()
 		}
@@ -209,11 +211,20 @@ func (s *Service) fromHistory(ctx context.Context, id string, desc *workflowserv
 // is retrying shows its attempt and last error here long before the
 // workflow learns of them.
 type Pending struct {
+	// ID is the step's activity id within the job.
+	ID          string
 	Activity    string
 	Attempt     int
 	LastError   string
 	NextAttempt time.Time
+	// Running is set while an attempt runs; otherwise the step waits for
+	// a worker or, after a failed attempt, out its back-off.
+	Running bool
 }
+
+// BackingOff reports whether the step failed and waits for its next
+// attempt.
+func (p Pending) BackingOff() bool { return !p.Running && p.Attempt > 1 }
 
 // Existing is a job found under an id.
 type Existing struct {
@@ -335,24 +346,46 @@ func startOptions(req StartRequest) client.StartWorkflowOptions {
 	return o
 }
 
-// NotRevivableError is a revive refused because the job is not failed or
-// dead; it wraps ErrNotRevivable.
+// NotRevivableError is a revive that changed nothing, because the job is
+// neither failed nor dead nor waiting out a back-off; it wraps
+// ErrNotRevivable.
 type NotRevivableError struct {
 	ID    string
 	State job.State
+	// Running names the steps running right now, whose attempts a revive
+	// leaves alone.
+	Running []string
 }
 
 func (e *NotRevivableError) Error() string {
-	return fmt.Sprintf("job %s is %s; only failed or dead jobs can be revived", e.ID, e.State)
+	if len(e.Running) > 0 {
+		return fmt.Sprintf("job %s is %s and its step %s is running right now; a revive changes nothing",
+			e.ID, e.State, strings.Join(e.Running, ", "))
+	}
+	return fmt.Sprintf("job %s is %s; only failed or dead jobs, or jobs waiting out a back-off, can be revived", e.ID, e.State)
 }
 
 func (e *NotRevivableError) Unwrap() error { return ErrNotRevivable }
 
-// Revive resumes a failed or dead job at the step that stopped it and
-// returns the status it was parked with. The job itself decides, in the
-// revive update's validator, so there is no window between a check and the
-// act; a job that is not parked answers with a NotRevivableError.
-func (s *Service) Revive(ctx context.Context, id string) (workflows.Status, error) {
+// Revival is what a revive did.
+type Revival struct {
+	// Status is the job's status before the revive.
+	Status workflows.Status
+	// ResumesAt is the step a failed or dead job runs again; empty when
+	// the job was not parked.
+	ResumesAt job.State
+	// Retried are the steps that were waiting out a back-off and run again
+	// now, their attempts counted from one again.
+	Retried []Pending
+}
+
+// Revive resumes a failed or dead job at the step that stopped it, or runs
+// the steps of a job that wait out a back-off now, with fresh attempts.
+// The parked job decides itself, in the revive update's validator, so there
+// is no window between a check and the act; steps waiting out a back-off
+// are retried through Temporal's own activity reset. A job with neither
+// answers with a NotRevivableError.
+func (s *Service) Revive(ctx context.Context, id string) (Revival, error) {
 	var st workflows.Status
 	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: id, UpdateName: workflows.UpdateRevive, WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -360,28 +393,103 @@ func (s *Service) Revive(ctx context.Context, id string) (workflows.Status, erro
 	if err == nil {
 		err = h.Get(ctx, &st)
 	}
+	if err == nil {
+		r := Revival{Status: st, ResumesAt: st.State}
+		if st.Failure != nil {
+			r.ResumesAt = st.Failure.Step
+		}
+		return r, nil
+	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeNotRevivable {
-		refused := &NotRevivableError{ID: id}
-		if derr := appErr.Details(&refused.State); derr != nil {
-			return st, fmt.Errorf("revive job %s: %w", id, err)
+		var state job.State
+		if derr := appErr.Details(&state); derr != nil {
+			return Revival{}, fmt.Errorf("revive job %s: %w", id, err)
 		}
-		st.JobID, st.State = id, refused.State
-		return st, refused
+		if state.Settled() {
+			return Revival{Status: workflows.Status{JobID: id, State: state}}, &NotRevivableError{ID: id, State: state}
+		}
+		return s.retryNow(ctx, id)
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		// Closed jobs take no updates; say what they closed as.
 		closed, serr := s.Status(ctx, id)
 		if serr != nil {
-			return st, serr
+			return Revival{}, serr
 		}
-		return closed, &NotRevivableError{ID: id, State: closed.State}
+		return Revival{Status: closed}, &NotRevivableError{ID: id, State: closed.State}
 	}
+	return Revival{}, fmt.Errorf("revive job %s: %w", id, err)
+}
+
+// retryNow resets the steps of a running job that wait out a back-off:
+// each runs again at once with its attempts counted from one, as seed 002's
+// "retry now" asks. A step that runs right now is left alone (its attempt
+// may be about to succeed), and so is the job's own copy: Temporal retries
+// the same step, it does not start a second one.
+func (s *Service) retryNow(ctx context.Context, id string) (Revival, error) {
+	st, pending, err := s.Get(ctx, id)
 	if err != nil {
-		return st, fmt.Errorf("revive job %s: %w", id, err)
+		return Revival{}, err
 	}
-	return st, nil
+	r := Revival{Status: st}
+	var running []string
+	for _, p := range pending {
+		switch {
+		case p.Running:
+			running = append(running, p.Activity)
+		case p.BackingOff():
+			_, err := s.Client.WorkflowService().ResetActivity(ctx, &workflowservice.ResetActivityRequest{
+				Namespace: s.Namespace,
+				Execution: &commonpb.WorkflowExecution{WorkflowId: id},
+				Identity:  "transcriber revive",
+				Activity:  &workflowservice.ResetActivityRequest_Id{Id: p.ID},
+			})
+			if err != nil {
+				return r, fmt.Errorf("retry step %s of job %s now: %w", p.Activity, id, err)
+			}
+			r.Retried = append(r.Retried, p)
+		}
+	}
+	if len(r.Retried) == 0 {
+		return r, &NotRevivableError{ID: id, State: st.State, Running: running}
+	}
+	return r, nil
+}
+
+// RetryPending runs every step that waits out a back-off now, in every open
+// job of the namespace, as revive does for one job; it returns the jobs it
+// retried. Jobs whose steps run or wait for a worker are left alone.
+func (s *Service) RetryPending(ctx context.Context) ([]Revival, error) {
+	var out []Revival
+	var token []byte
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.WorkflowName)
+	for {
+		resp, err := s.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: s.Namespace, Query: q, NextPageToken: token, PageSize: 500,
+		})
+		if err != nil {
+			return out, fmt.Errorf("list running jobs: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			id := e.GetExecution().GetWorkflowId()
+			if job.State(keyword(e.GetSearchAttributes(), workflows.StateKey.GetName())).Settled() {
+				continue
+			}
+			r, err := s.retryNow(ctx, id)
+			switch {
+			case errors.Is(err, ErrNotRevivable), errors.Is(err, ErrNotFound):
+			case err != nil:
+				return out, err
+			default:
+				out = append(out, r)
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return out, nil
+		}
+	}
 }
 
 // Cancel cancels the job. Its recording stays in the store.

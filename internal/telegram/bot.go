@@ -25,7 +25,7 @@ import (
 type Jobs interface {
 	Start(ctx context.Context, req jobctl.StartRequest) (existing bool, err error)
 	Status(ctx context.Context, id string) (workflows.Status, error)
-	Revive(ctx context.Context, id string) (workflows.Status, error)
+	Revive(ctx context.Context, id string) (jobctl.Revival, error)
 }
 
 // Store keeps small per-chat settings.

@@ -51,18 +51,18 @@ func (f *fakeJobs) Status(_ context.Context, id string) (workflows.Status, error
 	return st, nil
 }
 
-func (f *fakeJobs) Revive(_ context.Context, id string) (workflows.Status, error) {
+func (f *fakeJobs) Revive(_ context.Context, id string) (jobctl.Revival, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st, ok := f.jobs[id]
 	switch {
 	case !ok:
-		return st, jobctl.ErrNotFound
+		return jobctl.Revival{}, jobctl.ErrNotFound
 	case st.State != job.Failed && st.State != job.Dead:
-		return st, &jobctl.NotRevivableError{ID: id, State: st.State}
+		return jobctl.Revival{Status: st}, &jobctl.NotRevivableError{ID: id, State: st.State}
 	}
 	f.revived = append(f.revived, id)
-	return st, nil
+	return jobctl.Revival{Status: st, ResumesAt: st.State}, nil
 }
 
 func (f *fakeJobs) set(id string, s job.State) {
