@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -101,8 +102,40 @@ func (j *jobState) park(ctx workflow.Context, f job.Failure, dead bool) bool {
 	}
 	j.s.Revivals++
 	j.s.Failure = nil
+	j.dropStaleOperations(ctx)
 	logger.Info("job revived", "from_step", string(f.Step))
 	return true
+}
+
+// freshOperationAfterRevive marks the change that makes a revived job
+// submit afresh the pieces whose engine operation outlived its deadline.
+// Before it, the past deadline failed the revived job again at once,
+// without a call to the engine, and told the sender a second time.
+const freshOperationAfterRevive = "fresh-operation-after-revive"
+
+// dropStaleOperations forgets the engine operations whose deadline has
+// passed, so that their pieces are submitted again with a new deadline. An
+// operation still within its deadline is kept and checked as before.
+func (j *jobState) dropStaleOperations(ctx workflow.Context) {
+	now := workflow.Now(ctx)
+	pieces := []*Piece{&j.s.Piece}
+	for i := range j.s.Chunks {
+		pieces = append(pieces, &j.s.Chunks[i].Piece)
+	}
+	var stale []*Piece
+	for _, p := range pieces {
+		if p.OperationID != "" && !now.Before(p.OperationDeadline) {
+			stale = append(stale, p)
+		}
+	}
+	// Only jobs with something stale ask for the version, so the histories
+	// of every other revive replay unchanged.
+	if len(stale) == 0 || workflow.GetVersion(ctx, freshOperationAfterRevive, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	for _, p := range stale {
+		p.OperationID, p.OperationDeadline, p.FirstCheckAfter = "", time.Time{}, 0
+	}
 }
 
 // retain keeps a closed job's recordings and transcripts for the policy's

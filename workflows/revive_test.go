@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/transcriber/transcriber/activities"
 	"github.com/transcriber/transcriber/internal/job"
@@ -76,4 +77,57 @@ func (s *workflowSuite) Test_ReviveUpdateResumesDeadJob() {
 	s.Require().NotNil(answer.Failure)
 	s.Equal(job.Transcribing, answer.Failure.Step)
 	s.Equal(1, s.status().Revivals)
+}
+
+// deadOnDeadline runs a job whose engine operation never finishes until
+// its deadline makes it dead, then revives it; the engine answers the next
+// submission at once.
+func (s *workflowSuite) deadOnDeadline(in Input) (submits, checks *int) {
+	submits, checks = new(int), new(int)
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.RecognizeInput) (activities.Recognition, error) {
+			*submits++
+			if *submits == 1 {
+				return activities.Recognition{OperationID: "op-1", PollAfter: time.Minute}, nil
+			}
+			return recognized, nil
+		})
+	s.env.OnActivity(a.CheckRecognition, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.CheckInput) (activities.Recognition, error) {
+			*checks++
+			return activities.Recognition{OperationID: "op-1", PollAfter: time.Minute}, nil
+		})
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil)
+	// The deadline of a 3 s recording is a little over half an hour.
+	s.env.RegisterDelayedCallback(func() {
+		s.Require().Equal(job.Dead, s.status().State)
+		s.env.SignalWorkflow(SignalRevive, nil)
+	}, 2*time.Hour)
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+	return submits, checks
+}
+
+// Scenario: A job dead on its operation deadline, revived, submits afresh and finishes
+func (s *workflowSuite) Test_ReviveAfterOperationDeadlineSubmitsAfresh() {
+	submits, _ := s.deadOnDeadline(testInput())
+
+	r := s.result()
+	s.Equal(job.Done, r.State, "the revived job must call the engine again, not die on the old deadline")
+	s.Equal(2, *submits)
+	st := s.status()
+	s.Empty(st.OperationID)
+	s.Equal(1, st.Revivals)
+}
+
+// Jobs revived before the change keep failing on the old deadline when
+// they replay, as they did.
+func (s *workflowSuite) Test_ReviveAfterOperationDeadlineBeforeTheChange() {
+	s.env.OnGetVersion(freshOperationAfterRevive, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	submits, _ := s.deadOnDeadline(testInput())
+
+	r := s.result()
+	s.Equal(job.Dead, r.State)
+	s.Equal(job.Timeout, r.Failure.Kind)
+	s.Equal(1, *submits)
 }
