@@ -86,7 +86,7 @@ var settings = []setting{
 		func(c *Config, v string) error { c.DataDir = v; return nil }},
 	{"TRANSCRIBER_BLOB_URL", "blob-url", "", "where recordings and transcripts are kept: a directory, file:///path or s3://bucket/prefix (with the AWS_* variables); unset is blobs under the data directory",
 		func(c *Config, v string) error { c.BlobURL = strings.TrimSpace(v); return nil }},
-	{"TRANSCRIBER_ENGINE", "engine", "local", "speech engine: local (offline pocketsphinx), openai (any OpenAI-compatible server), speechkit (Yandex SpeechKit) or assemblyai",
+	{"TRANSCRIBER_ENGINE", "engine", builtin.Engines[0].Name(), engineUsage(),
 		func(c *Config, v string) error { c.Engine = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{"TRANSCRIBER_RETRY_SCHEDULE", "retry-schedule", "30s,2m,10m,30m", "waits between attempts of a failing step, comma-separated; the last repeats",
 		func(c *Config, v string) (err error) { c.RetrySchedule, err = parseSchedule(v); return err }},
@@ -184,6 +184,23 @@ func engineSettings() []setting {
 			func(c *Config, val string) error { return v.Set(c.EngineSettings, val) }})
 	}
 	return out
+}
+
+// engineUsage lists the engines for TRANSCRIBER_ENGINE's usage, each with
+// its summary.
+func engineUsage() string {
+	var names []string
+	for _, r := range builtin.Engines {
+		n := r.Name()
+		if s := r.Summary(); s != "" {
+			n += " (" + s + ")"
+		}
+		names = append(names, n)
+	}
+	if len(names) > 1 {
+		names = append(names[:len(names)-2], names[len(names)-2]+" or "+names[len(names)-1])
+	}
+	return "speech engine: " + strings.Join(names, ", ")
 }
 
 // Engines that this build can use, in the order of their registration.

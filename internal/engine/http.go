@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode"
 )
@@ -148,4 +149,15 @@ func ReadAnswer(ctx context.Context, resp *http.Response, limit int64, prefix, p
 			Message: fmt.Sprintf("malformed %s: larger than %d bytes", response, limit)}
 	}
 	return body, true, nil
+}
+
+// ParseHTTPURL parses an absolute http or https URL. It gives no reason:
+// url's errors repeat the URL, which may carry credentials, so callers say
+// what they expected instead.
+func ParseHTTPURL(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, false
+	}
+	return u, true
 }

@@ -99,7 +99,10 @@ type Setting[C any] struct {
 // Spec declares an engine whose settings fill a C.
 type Spec[C any] struct {
 	// Name is how jobs, routes and TRANSCRIBER_ENGINE refer to the engine.
-	Name     string
+	Name string
+	// Summary says in a few words what the engine is, for the usage of
+	// TRANSCRIBER_ENGINE; empty when the name says it.
+	Summary  string
 	Settings []Setting[C]
 	// Validate checks the settings together and says how to fix them;
 	// isDefault is whether the engine is TRANSCRIBER_ENGINE, which may need
@@ -122,6 +125,7 @@ type Spec[C any] struct {
 // its settings. Make one with Register.
 type Registration struct {
 	name         string
+	summary      string
 	vars         []Var
 	fresh        func() any
 	validate     func(s any, isDefault bool) error
@@ -147,6 +151,7 @@ func Register[C any](spec Spec[C]) Registration {
 	typed := func(s any) C { return *s.(*C) }
 	r := Registration{
 		name:         name,
+		summary:      spec.Summary,
 		fresh:        func() any { return new(C) },
 		availability: spec.Availability,
 		build:        func(s any) (Engine, error) { return spec.New(typed(s)) },
@@ -170,6 +175,9 @@ func Register[C any](spec Spec[C]) Registration {
 
 // Name is the engine's name.
 func (r Registration) Name() string { return r.name }
+
+// Summary says what the engine is; empty when its name says it.
+func (r Registration) Summary() string { return r.summary }
 
 // Registry is the engines a binary has, in the order they are listed.
 type Registry []Registration

@@ -78,9 +78,8 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	u, err := url.Parse(base)
-	// The parse error would repeat the URL, which may carry credentials.
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := engine.ParseHTTPURL(base)
+	if !ok {
 		return nil, errors.New("assemblyai engine: base URL must be an absolute http or https URL such as " + DefaultBaseURL)
 	}
 	key := strings.TrimSpace(cfg.APIKey)
@@ -100,8 +99,8 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 	c.Adjust = adjust
 	var hook *url.URL
 	if cfg.WebhookURL != "" {
-		hook, err = url.Parse(cfg.WebhookURL)
-		if err != nil || (hook.Scheme != "http" && hook.Scheme != "https") || hook.Host == "" || hook.User != nil {
+		hook, ok = engine.ParseHTTPURL(cfg.WebhookURL)
+		if !ok || hook.User != nil {
 			return nil, errors.New("assemblyai engine: webhook URL must be an absolute http or https URL without credentials")
 		}
 		if cfg.WebhookSecret == "" {
@@ -252,8 +251,8 @@ func (e *Engine) upload(ctx context.Context, path string) (string, error) {
 		return "", &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
 			Message: "malformed response to the upload: not valid JSON", Err: err}
 	}
-	u, err := url.Parse(strings.TrimSpace(answer.UploadURL))
-	if answer.UploadURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := engine.ParseHTTPURL(strings.TrimSpace(answer.UploadURL))
+	if !ok {
 		return "", &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
 			Message: "malformed response to the upload: no usable upload_url"}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/transcriber/transcriber/internal/engine"
@@ -49,8 +48,7 @@ func validate(c Config, isDefault bool) error {
 		errs = append(errs, errors.New("TRANSCRIBER_ENGINE=assemblyai needs ASSEMBLYAI_API_KEY"))
 	}
 	if c.WebhookURL != "" {
-		u, err := url.Parse(c.WebhookURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if _, ok := engine.ParseHTTPURL(c.WebhookURL); !ok {
 			errs = append(errs, errors.New("ASSEMBLYAI_WEBHOOK_URL must be an http(s) URL such as https://transcriber.example.com/v1/callbacks/assemblyai"))
 		}
 		if c.WebhookSecret == "" {

@@ -6,7 +6,8 @@ import "github.com/transcriber/transcriber/internal/engine"
 // pocketsphinx is installed, so that a job may name it even where another
 // engine is the default.
 var Registration = engine.Register(engine.Spec[Config]{
-	Name: Name,
+	Name:    Name,
+	Summary: "offline pocketsphinx",
 	Settings: []engine.Setting[Config]{
 		// A directory name is taken as given: spaces are legal in it.
 		{Env: "POCKETSPHINX_MODEL_DIR", Flag: "pocketsphinx-model-dir", Default: DefaultModelDir,

@@ -12,7 +12,6 @@ import (
 	"math"
 	"mime"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -61,9 +60,8 @@ type Engine struct {
 // timeout, because a long recording can take minutes and the caller's
 // context already bounds each request.
 func New(cfg Config, client *http.Client) (*Engine, error) {
-	u, err := url.Parse(strings.TrimSpace(cfg.BaseURL))
-	// The parse error would repeat the URL, which may carry credentials.
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := engine.ParseHTTPURL(strings.TrimSpace(cfg.BaseURL))
+	if !ok {
 		return nil, errors.New("openai engine: base URL must be an absolute http or https URL such as https://api.openai.com/v1")
 	}
 	if cfg.MaxUploadBytes < 0 || cfg.MaxDuration < 0 {

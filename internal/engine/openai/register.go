@@ -3,7 +3,6 @@ package openai
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/transcriber/transcriber/internal/engine"
@@ -14,7 +13,8 @@ import (
 // without a valid key the server's 401 fails such a job with a reason the
 // owner can act on.
 var Registration = engine.Register(engine.Spec[Config]{
-	Name: Name,
+	Name:    Name,
+	Summary: "any OpenAI-compatible server",
 	Settings: []engine.Setting[Config]{
 		{Env: "OPENAI_BASE_URL", Flag: "openai-base-url", Default: "https://api.openai.com/v1",
 			Usage: "base URL of the OpenAI-compatible server",
@@ -42,8 +42,7 @@ var Registration = engine.Register(engine.Spec[Config]{
 func validate(c Config, isDefault bool) error {
 	var errs []error
 	if isDefault {
-		u, err := url.Parse(c.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if _, ok := engine.ParseHTTPURL(c.BaseURL); !ok {
 			errs = append(errs, fmt.Errorf("OPENAI_BASE_URL=%q must be an http(s) URL such as https://api.openai.com/v1", c.BaseURL))
 		}
 		if c.Model == "" {

@@ -10,7 +10,8 @@ import (
 // Registration declares the engine to the service. Workers build it only
 // with an API key or an IAM token.
 var Registration = engine.Register(engine.Spec[Config]{
-	Name: Name,
+	Name:    Name,
+	Summary: "Yandex SpeechKit",
 	Settings: []engine.Setting[Config]{
 		{Env: "SPEECHKIT_API_KEY", Usage: "Yandex SpeechKit API key (environment only)",
 			Set: engine.Text(func(c *Config) *string { return &c.APIKey })},

@@ -200,9 +200,8 @@ func rootURL(raw, def string) (*url.URL, error) {
 	if raw == "" {
 		raw = def
 	}
-	u, err := url.Parse(raw)
-	// The parse error would repeat the URL, which may carry credentials.
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := engine.ParseHTTPURL(raw)
+	if !ok {
 		return nil, errors.New("not an absolute http or https URL")
 	}
 	u.RawQuery, u.Fragment = "", ""
