@@ -42,8 +42,8 @@ type AudioTools interface {
 }
 
 // Recognizer is one speech engine. Its optional abilities (limits, poll
-// interval, first check, languages) are engine's small interfaces, found by
-// type assertion.
+// interval, first check, languages) are package engine's small
+// interfaces, found by type assertion.
 type Recognizer interface {
 	// Format is the audio the engine wants.
 	Format() audio.Format

@@ -136,7 +136,7 @@ type Registration struct {
 }
 
 // Var is one engine setting with its setter bound to the engine's entry in
-// Settings.
+// Settings, which must come from the same Registry's NewSettings.
 type Var struct {
 	Env, Flag, Default, Usage string
 	Set                       func(s Settings, v string) error
