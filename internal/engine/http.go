@@ -161,3 +161,21 @@ func ParseHTTPURL(raw string) (*url.URL, bool) {
 	}
 	return u, true
 }
+
+// maxOperationID is far above the ids providers hand out (UUIDs, Yandex
+// Cloud's 20 characters).
+const maxOperationID = 128
+
+// SafeOperationID accepts the operation ids providers hand out and refuses
+// anything that could change the path of a check request built from it.
+func SafeOperationID(id string) bool {
+	if id == "" || len(id) > maxOperationID {
+		return false
+	}
+	for _, r := range id {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

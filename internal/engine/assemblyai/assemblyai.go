@@ -29,9 +29,6 @@ const (
 	DefaultBaseURL = "https://api.assemblyai.com"
 	// DefaultPollInterval is the wait between checks when none is configured.
 	DefaultPollInterval = 5 * time.Second
-
-	// maxOperationID bounds the ids Check accepts; AssemblyAI's are UUIDs.
-	maxOperationID = 128
 )
 
 // How words are grouped into segments.
@@ -167,7 +164,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	if perr == nil && t.ID == "" {
 		perr = engine.Errorf(engine.Unavailable, "malformed response: no transcript id")
 	}
-	if perr == nil && !validOperationID(t.ID) {
+	if perr == nil && !engine.SafeOperationID(t.ID) {
 		perr = engine.Errorf(engine.Unavailable, "malformed response: unusable transcript id")
 	}
 	if perr != nil {
@@ -184,7 +181,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 
 // Check asks for the transcript: still running, finished or failed.
 func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submission, error) {
-	if !validOperationID(operationID) {
+	if !engine.SafeOperationID(operationID) {
 		return engine.Submission{}, engine.Errorf(engine.Rejected, "not an AssemblyAI transcript id")
 	}
 	httpReq, err := e.http.NewRequest(ctx, http.MethodGet, e.transcriptURL+"/"+operationID, nil)
@@ -284,20 +281,6 @@ func adjust(err *engine.Error, _ *http.Response, _ []byte, what, detail string) 
 	if what == stepCheck.String() && err.Status == http.StatusNotFound {
 		err.Message = "AssemblyAI has no such transcript: " + detail
 	}
-}
-
-// validOperationID accepts the ids AssemblyAI hands out (UUIDs) and refuses
-// anything that could change the path of the check request.
-func validOperationID(id string) bool {
-	if id == "" || len(id) > maxOperationID {
-		return false
-	}
-	for _, r := range id {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // createRequest is the body of POST /v2/transcript.

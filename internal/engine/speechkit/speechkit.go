@@ -78,9 +78,6 @@ const (
 	// short recording is first checked after a few seconds.
 	minFirstCheck = 3 * time.Second
 
-	// maxOperationID bounds the ids Check accepts; Yandex Cloud's are 20
-	// characters.
-	maxOperationID = 128
 	// Yandex Cloud folder ids are 20 characters; its APIs accept up to 50.
 	maxFolderID = 50
 )
@@ -279,7 +276,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	if perr == nil && op.ID == "" {
 		perr = engine.Errorf(engine.Unavailable, "malformed response to the recognition request: no operation id")
 	}
-	if perr == nil && !validOperationID(op.ID) {
+	if perr == nil && !engine.SafeOperationID(op.ID) {
 		perr = engine.Errorf(engine.Unavailable, "malformed response to the recognition request: unusable operation id")
 	}
 	if perr != nil {
@@ -311,7 +308,7 @@ func (e *Engine) options(lang string) recognitionModel {
 // Check asks whether the operation is done and, when it is, fetches the
 // results.
 func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submission, error) {
-	if !validOperationID(operationID) {
+	if !engine.SafeOperationID(operationID) {
 		return engine.Submission{}, engine.Errorf(engine.Rejected, "not a SpeechKit operation id")
 	}
 	httpReq, err := e.http.NewRequest(ctx, http.MethodGet, e.operationsURL+"/"+operationID, nil)
@@ -465,20 +462,6 @@ func retryDelay(body []byte) time.Duration {
 		}
 	}
 	return 0
-}
-
-// validOperationID accepts the ids Yandex Cloud hands out and refuses
-// anything that could change the path of the check request.
-func validOperationID(id string) bool {
-	if id == "" || len(id) > maxOperationID {
-		return false
-	}
-	for _, r := range id {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // recognitionModel is RecognizeFileRequest.recognitionModel; the audio goes
