@@ -69,9 +69,8 @@ func (c *Client) NewRequest(ctx context.Context, method, target string, body io.
 		// The error would repeat the URL, which may carry credentials.
 		return nil, errors.New(c.Prefix + ": cannot build the request")
 	}
-	for k, v := range c.Header {
-		req.Header[k] = v
-	}
+	// A copy: a caller's Add must not reach the next request.
+	req.Header = c.Header.Clone()
 	return req, nil
 }
 
