@@ -41,7 +41,9 @@ type AudioTools interface {
 	Cut(ctx context.Context, in, out string, span audio.Span, f audio.Format) error
 }
 
-// Recognizer is one speech engine.
+// Recognizer is one speech engine. Its optional abilities (limits, poll
+// interval, first check, languages) are package engine's small
+// interfaces, found by type assertion.
 type Recognizer interface {
 	// Format is the audio the engine wants.
 	Format() audio.Format
@@ -71,14 +73,7 @@ type Activities struct {
 	// ChunkDuration, when positive, splits longer recordings into chunks
 	// recognised in parallel, even where the engine would take them whole.
 	ChunkDuration time.Duration
-	// PollInterval is how long the workflow waits between checks of a
-	// running engine operation, per engine; engines without an entry use
-	// DefaultPollInterval.
-	PollInterval map[string]time.Duration
 }
-
-// DefaultPollInterval is the wait between checks of an engine operation.
-const DefaultPollInterval = 10 * time.Second
 
 // Call carries what every step needs besides its own input.
 type Call struct {

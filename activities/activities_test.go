@@ -376,8 +376,8 @@ func TestCheckStillRunningIsNotAFailure(t *testing.T) {
 	if err := v.Get(&out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Done || out.OperationID != "op-7" || out.PollAfter != DefaultPollInterval {
-		t.Errorf("recognition = %+v; want op-7 still running, checked again after %v", out, DefaultPollInterval)
+	if out.Done || out.OperationID != "op-7" || out.PollAfter != engine.DefaultPollInterval {
+		t.Errorf("recognition = %+v; want op-7 still running, checked again after %v", out, engine.DefaultPollInterval)
 	}
 }
 

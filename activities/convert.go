@@ -93,12 +93,6 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 	return ConvertOutput{AudioKey: key, Duration: duration, Chunks: chunks}, nil
 }
 
-// limiter is implemented by engines that refuse audio above a size or a
-// length per request.
-type limiter interface {
-	Limits() engine.Limits
-}
-
 // minChunk is the shortest chunk worth a request; limits that would need
 // shorter ones are a configuration mistake, not a recording to cut to bits.
 const minChunk = 5 * time.Second
@@ -112,7 +106,7 @@ const sizeMargin = 0.9
 // that still comes out over the byte limit is planned again, shorter.
 func (a *Activities) split(ctx context.Context, rec Recognizer, path string, duration time.Duration, work string) ([]Chunk, error) {
 	var lim engine.Limits
-	if l, ok := rec.(limiter); ok {
+	if l, ok := rec.(engine.Limiter); ok {
 		lim = l.Limits()
 	}
 	st, err := os.Stat(path)

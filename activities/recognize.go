@@ -54,12 +54,6 @@ type Recognition struct {
 	FirstCheckAfter time.Duration `json:"first_check_after,omitempty"`
 }
 
-// firstChecker is implemented by engines whose operations take a
-// predictable time, to wait that long before the first check.
-type firstChecker interface {
-	FirstCheck(audio time.Duration) time.Duration
-}
-
 // heartbeatEvery keeps the lease of a long engine call; it must stay well
 // under the HeartbeatTimeout the workflow sets.
 var heartbeatEvery = 5 * time.Second
@@ -96,8 +90,8 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	if err != nil {
 		return Recognition{}, err
 	}
-	out, err := a.settle(ctx, in.Engine, in.Duration, sub, in.Chunk)
-	if fc, ok := rec.(firstChecker); ok && err == nil && !out.Done {
+	out, err := a.settle(ctx, rec, in.Engine, in.Duration, sub, in.Chunk)
+	if fc, ok := rec.(engine.FirstChecker); ok && err == nil && !out.Done {
 		out.FirstCheckAfter = fc.FirstCheck(in.Duration)
 	}
 	return out, err
@@ -124,7 +118,7 @@ func (a *Activities) check(ctx context.Context, in CheckInput) (Recognition, err
 	if !sub.Done() && sub.OperationID == "" {
 		sub.OperationID = in.OperationID
 	}
-	return a.settle(ctx, in.Engine, in.Duration, sub, in.Chunk)
+	return a.settle(ctx, rec, in.Engine, in.Duration, sub, in.Chunk)
 }
 
 func (a *Activities) observe(engineName string, start time.Time) {
@@ -134,14 +128,14 @@ func (a *Activities) observe(engineName string, start time.Time) {
 }
 
 // settle stores a finished result, or describes the operation to check.
-func (a *Activities) settle(ctx context.Context, engineName string, duration time.Duration, sub engine.Submission, chunk bool) (Recognition, error) {
+func (a *Activities) settle(ctx context.Context, rec Recognizer, engineName string, duration time.Duration, sub engine.Submission, chunk bool) (Recognition, error) {
 	if !sub.Done() {
 		if sub.OperationID == "" {
 			return Recognition{}, &engine.Error{Kind: engine.Unavailable, Message: "the engine returned neither a result nor an operation"}
 		}
-		interval := a.PollInterval[engineName]
-		if interval <= 0 {
-			interval = DefaultPollInterval
+		interval := engine.DefaultPollInterval
+		if p, ok := rec.(engine.Poller); ok && p.PollInterval() > 0 {
+			interval = p.PollInterval()
 		}
 		return Recognition{OperationID: sub.OperationID, PollAfter: interval}, nil
 	}

@@ -30,10 +30,7 @@ import (
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/devserver"
 	"github.com/transcriber/transcriber/internal/devserver/pgurl"
-	"github.com/transcriber/transcriber/internal/engine/assemblyai"
-	"github.com/transcriber/transcriber/internal/engine/local"
-	"github.com/transcriber/transcriber/internal/engine/openai"
-	"github.com/transcriber/transcriber/internal/engine/speechkit"
+	"github.com/transcriber/transcriber/internal/engine/builtin"
 	"github.com/transcriber/transcriber/internal/httpapi"
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/jobctl"
@@ -207,47 +204,13 @@ func newActivities(cfg config.Config, blobs blob.Store, tel *telemetry, withInta
 	if err != nil {
 		return nil, err
 	}
-	engines := map[string]activities.Recognizer{}
-	// The local engine is available whenever pocketsphinx is installed, so
-	// a job can name it even where another engine is the default.
-	if e, err := local.New(local.Config{ModelDir: cfg.PocketsphinxModel}); err == nil {
-		engines[local.Name] = e
-	} else if cfg.Engine == local.Name {
-		return nil, err
-	}
-	// The OpenAI-compatible engine is always there, so that a job may ask
-	// for it whatever this worker's default is; without a valid key the
-	// server's 401 fails such a job with a reason the owner can act on.
-	oa, err := openai.New(openai.Config{
-		BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.OpenAIModel,
-		MaxUploadBytes: cfg.OpenAIMaxUpload, MaxDuration: cfg.OpenAIMaxDuration, Prompt: cfg.OpenAIPrompt,
-	}, nil)
+	built, err := builtin.Engines.Build(cfg.EngineSettings, cfg.Engine)
 	if err != nil {
 		return nil, err
 	}
-	engines[oa.Name()] = oa
-	pollInterval := map[string]time.Duration{}
-	if cfg.AssemblyAIAPIKey != "" {
-		aai, err := assemblyai.New(assemblyai.Config{
-			BaseURL: cfg.AssemblyAIBaseURL, APIKey: cfg.AssemblyAIAPIKey, PollInterval: cfg.AssemblyAIPoll,
-			WebhookURL: cfg.AssemblyAIWebhook, WebhookSecret: cfg.AssemblyAIWebhookSecret,
-		}, nil)
-		if err != nil {
-			return nil, err
-		}
-		engines[aai.Name()] = aai
-		pollInterval[aai.Name()] = aai.PollInterval()
-	}
-	if sk := cfg.SpeechKit; sk.APIKey != "" || sk.IAMToken != "" {
-		e, err := speechkit.New(speechkit.Config{
-			BaseURL: sk.BaseURL, OperationsURL: sk.OperationsURL, APIKey: sk.APIKey, IAMToken: sk.IAMToken,
-			FolderID: sk.FolderID, Model: sk.Model, PollInterval: sk.PollInterval,
-		}, nil)
-		if err != nil {
-			return nil, err
-		}
-		engines[e.Name()] = e
-		pollInterval[e.Name()] = e.PollInterval()
+	engines := make(map[string]activities.Recognizer, len(built))
+	for name, e := range built {
+		engines[name] = e
 	}
 	fetchers, repliers := map[job.Source]activities.Fetcher{}, map[job.Source]activities.Replier{}
 	if withIntakes {
@@ -266,7 +229,6 @@ func newActivities(cfg config.Config, blobs blob.Store, tel *telemetry, withInta
 		WorkDir:       work,
 		MaxDuration:   cfg.MaxDuration,
 		ChunkDuration: cfg.ChunkDuration,
-		PollInterval:  pollInterval,
 	}, nil
 }
 
@@ -352,15 +314,17 @@ func startWorker(cfg config.Config, c client.Client, blobs blob.Store, tel *tele
 	return w.Stop, nil
 }
 
-// engineCallbacks receives engines' calls about finished operations when a
-// secret for them is configured; nil turns the endpoint off.
+// engineCallbacks receives the calls of engines whose settings turn their
+// callbacks on (AssemblyAI's webhook secret); nil, when none does, turns
+// the endpoint off.
 func engineCallbacks(cfg config.Config, jobs *jobctl.Service, logger *slog.Logger) *httpapi.EngineCallbacks {
-	if cfg.AssemblyAIWebhookSecret == "" {
+	receivers := builtin.Engines.Callbacks(cfg.EngineSettings)
+	if len(receivers) == 0 {
 		return nil
 	}
 	return &httpapi.EngineCallbacks{
-		Secret: cfg.AssemblyAIWebhookSecret,
-		Logger: logger,
+		Engines: receivers,
+		Logger:  logger,
 		Notify: func(ctx context.Context, jobID string, cb workflows.EngineCallback) error {
 			err := jobs.NotifyEngineCallback(ctx, jobID, cb)
 			if errors.Is(err, jobctl.ErrNotRunning) {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/transcriber/transcriber/internal/devserver/pgurl"
+	"github.com/transcriber/transcriber/internal/engine"
+	"github.com/transcriber/transcriber/internal/engine/builtin"
 )
 
 // Config is every setting of every role.
@@ -42,13 +44,7 @@ type Config struct {
 	// DB is where the embedded Temporal server keeps its state: empty is
 	// the SQLite file in DataDir, else a postgres:// URL. It may hold a
 	// password: never log it.
-	DB                string
-	OpenAIBaseURL     string
-	OpenAIAPIKey      string
-	OpenAIModel       string
-	OpenAIMaxUpload   int64
-	OpenAIMaxDuration time.Duration
-	OpenAIPrompt      string
+	DB string
 	// EngineConcurrency bounds the simultaneous requests of one worker to
 	// one engine.
 	EngineConcurrency int
@@ -57,35 +53,20 @@ type Config struct {
 	ChunkDuration time.Duration
 	// Routes pick the engine by the job's language (primary subtag);
 	// FallbackEngine takes jobs whose engine gave up.
-	Routes            map[string]string
-	FallbackEngine    string
-	PocketsphinxModel string
-	AssemblyAIBaseURL string
-	AssemblyAIAPIKey  string
-	AssemblyAIPoll    time.Duration
-	// AssemblyAIWebhook is this service's callback endpoint as AssemblyAI
-	// reaches it; AssemblyAIWebhookSecret derives each job's token.
-	AssemblyAIWebhook       string
-	AssemblyAIWebhookSecret string
-	SpeechKit               SpeechKit
-	TelegramToken           string
-	TelegramEndpoint        string
-	TelegramAllowed         []string
-	APITokens               []string
-	MaxUploadBytes          int64
-	APIWait                 time.Duration
-	WebhookSecret           string
-	LogLevel                slog.Level
-	LogFormat               string
-}
-
-// SpeechKit locates Yandex SpeechKit and holds its credentials: an API key
-// or an IAM token.
-type SpeechKit struct {
-	BaseURL, OperationsURL string
-	APIKey, IAMToken       string
-	FolderID, Model        string
-	PollInterval           time.Duration
+	Routes         map[string]string
+	FallbackEngine string
+	// EngineSettings are each engine's own settings, as its registration
+	// declares them; they may hold credentials: never log them.
+	EngineSettings   engine.Settings
+	TelegramToken    string
+	TelegramEndpoint string
+	TelegramAllowed  []string
+	APITokens        []string
+	MaxUploadBytes   int64
+	APIWait          time.Duration
+	WebhookSecret    string
+	LogLevel         slog.Level
+	LogFormat        string
 }
 
 // setting is one variable and its flag.
@@ -105,7 +86,7 @@ var settings = []setting{
 		func(c *Config, v string) error { c.DataDir = v; return nil }},
 	{"TRANSCRIBER_BLOB_URL", "blob-url", "", "where recordings and transcripts are kept: a directory, file:///path or s3://bucket/prefix (with the AWS_* variables); unset is blobs under the data directory",
 		func(c *Config, v string) error { c.BlobURL = strings.TrimSpace(v); return nil }},
-	{"TRANSCRIBER_ENGINE", "engine", "local", "speech engine: local (offline pocketsphinx), openai (any OpenAI-compatible server), speechkit (Yandex SpeechKit) or assemblyai",
+	{"TRANSCRIBER_ENGINE", "engine", builtin.Engines[0].Name(), engineUsage(),
 		func(c *Config, v string) error { c.Engine = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{"TRANSCRIBER_RETRY_SCHEDULE", "retry-schedule", "30s,2m,10m,30m", "waits between attempts of a failing step, comma-separated; the last repeats",
 		func(c *Config, v string) (err error) { c.RetrySchedule, err = parseSchedule(v); return err }},
@@ -149,24 +130,6 @@ var settings = []setting{
 	// Checked in Validate, whose errors never quote the URL and its password.
 	{"TRANSCRIBER_DB", "db", "", "database of the embedded Temporal server: unset is SQLite in the data directory (temporal.db); postgres://user:password@host:5432/temporal?sslmode=disable is PostgreSQL, with visibility in temporal_visibility; the URL holds a password, so prefer the variable to the flag",
 		func(c *Config, v string) error { c.DB = strings.TrimSpace(v); return nil }},
-	{"OPENAI_BASE_URL", "openai-base-url", "https://api.openai.com/v1", "base URL of the OpenAI-compatible server",
-		func(c *Config, v string) error { c.OpenAIBaseURL = strings.TrimSpace(v); return nil }},
-	{"OPENAI_API_KEY", "", "", "API key of the OpenAI-compatible server (environment only)",
-		func(c *Config, v string) error { c.OpenAIAPIKey = strings.TrimSpace(v); return nil }},
-	{"OPENAI_MODEL", "openai-model", "whisper-1", "model name sent to the OpenAI-compatible server",
-		func(c *Config, v string) error { c.OpenAIModel = strings.TrimSpace(v); return nil }},
-	{"OPENAI_MAX_UPLOAD_BYTES", "openai-max-upload-bytes", "25000000", "largest file sent in one request; longer recordings are split into chunks that fit",
-		func(c *Config, v string) (err error) {
-			c.OpenAIMaxUpload, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return err
-		}},
-	{"OPENAI_MAX_DURATION", "openai-max-duration", "0", "longest audio sent in one request (e.g. 10m); 0 is no limit besides the size",
-		func(c *Config, v string) (err error) {
-			c.OpenAIMaxDuration, err = time.ParseDuration(strings.TrimSpace(v))
-			return err
-		}},
-	{"OPENAI_PROMPT", "openai-prompt", "", "text that guides the model's style and vocabulary (names, terms), sent with every request",
-		func(c *Config, v string) error { c.OpenAIPrompt = strings.TrimSpace(v); return nil }},
 	{"TRANSCRIBER_ENGINE_CONCURRENCY", "engine-concurrency", "4", "simultaneous requests of one worker to one engine; 1 makes them strictly sequential",
 		func(c *Config, v string) (err error) {
 			c.EngineConcurrency, err = strconv.Atoi(strings.TrimSpace(v))
@@ -181,38 +144,6 @@ var settings = []setting{
 		func(c *Config, v string) (err error) { c.Routes, err = parseRoutes(v); return err }},
 	{"TRANSCRIBER_FALLBACK_ENGINE", "fallback-engine", "", "engine that takes a job whose engine gave up on it (ran out of attempts or time); unset is none",
 		func(c *Config, v string) error { c.FallbackEngine = strings.ToLower(strings.TrimSpace(v)); return nil }},
-	{"ASSEMBLYAI_BASE_URL", "assemblyai-base-url", "https://api.assemblyai.com", "base URL of AssemblyAI (or a compatible stand-in)",
-		func(c *Config, v string) error { c.AssemblyAIBaseURL = strings.TrimSpace(v); return nil }},
-	{"ASSEMBLYAI_API_KEY", "", "", "AssemblyAI API key (environment only)",
-		func(c *Config, v string) error { c.AssemblyAIAPIKey = strings.TrimSpace(v); return nil }},
-	{"ASSEMBLYAI_POLL_INTERVAL", "assemblyai-poll-interval", "5s", "fixed wait between checks of an AssemblyAI transcript",
-		func(c *Config, v string) (err error) {
-			c.AssemblyAIPoll, err = time.ParseDuration(strings.TrimSpace(v))
-			return err
-		}},
-	{"ASSEMBLYAI_WEBHOOK_URL", "assemblyai-webhook-url", "", "public URL of /v1/callbacks/assemblyai on this service; set, AssemblyAI calls it when a transcript is ready instead of waiting for the next check",
-		func(c *Config, v string) error { c.AssemblyAIWebhook = strings.TrimSpace(v); return nil }},
-	{"ASSEMBLYAI_WEBHOOK_SECRET", "", "", "key that makes each job's callback token for AssemblyAI; needed with ASSEMBLYAI_WEBHOOK_URL and by every role that receives the callbacks (environment only)",
-		func(c *Config, v string) error { c.AssemblyAIWebhookSecret = strings.TrimSpace(v); return nil }},
-	{"SPEECHKIT_API_KEY", "", "", "Yandex SpeechKit API key (environment only)",
-		func(c *Config, v string) error { c.SpeechKit.APIKey = strings.TrimSpace(v); return nil }},
-	{"SPEECHKIT_IAM_TOKEN", "", "", "Yandex Cloud IAM token, instead of an API key (environment only)",
-		func(c *Config, v string) error { c.SpeechKit.IAMToken = strings.TrimSpace(v); return nil }},
-	{"SPEECHKIT_FOLDER_ID", "speechkit-folder-id", "", "Yandex Cloud folder billed for recognition; needed with a user account's IAM token",
-		func(c *Config, v string) error { c.SpeechKit.FolderID = strings.TrimSpace(v); return nil }},
-	{"SPEECHKIT_BASE_URL", "speechkit-base-url", "https://stt.api.cloud.yandex.net", "SpeechKit recognition API (or a compatible stand-in)",
-		func(c *Config, v string) error { c.SpeechKit.BaseURL = strings.TrimSpace(v); return nil }},
-	{"SPEECHKIT_OPERATIONS_URL", "speechkit-operations-url", "https://operation.api.cloud.yandex.net", "Yandex Cloud operations API, where recognition operations are checked",
-		func(c *Config, v string) error { c.SpeechKit.OperationsURL = strings.TrimSpace(v); return nil }},
-	{"SPEECHKIT_MODEL", "speechkit-model", "general", "SpeechKit recognition model, e.g. general or deferred-general",
-		func(c *Config, v string) error { c.SpeechKit.Model = strings.TrimSpace(v); return nil }},
-	{"SPEECHKIT_POLL_INTERVAL", "speechkit-poll-interval", "15s", "fixed wait between checks of a SpeechKit operation; 15s keeps ten jobs at once inside the hourly quota",
-		func(c *Config, v string) (err error) {
-			c.SpeechKit.PollInterval, err = time.ParseDuration(strings.TrimSpace(v))
-			return err
-		}},
-	{"POCKETSPHINX_MODEL_DIR", "pocketsphinx-model-dir", "/usr/share/pocketsphinx/model/en-us", "pocketsphinx model directory of the local engine",
-		func(c *Config, v string) error { c.PocketsphinxModel = v; return nil }},
 	{"TELEGRAM_BOT_TOKEN", "", "", "token of the Telegram bot from @BotFather; set, up runs the bot (environment only)",
 		func(c *Config, v string) error { c.TelegramToken = strings.TrimSpace(v); return nil }},
 	{"TELEGRAM_API_ENDPOINT", "telegram-api-endpoint", "https://api.telegram.org", "Bot API server; a local telegram-bot-api --local lifts the 20 MB download limit",
@@ -242,14 +173,44 @@ var settings = []setting{
 		func(c *Config, v string) error { c.LogFormat = strings.ToLower(strings.TrimSpace(v)); return nil }},
 }
 
-// Engines that this build can use.
-var Engines = []string{"local", "openai", "speechkit", "assemblyai"}
+// all are the service's settings followed by every engine's, which their
+// registrations declare.
+var all = append(slices.Clip(settings), engineSettings()...)
+
+func engineSettings() []setting {
+	var out []setting
+	for _, v := range builtin.Engines.Vars() {
+		out = append(out, setting{v.Env, v.Flag, v.Default, v.Usage,
+			func(c *Config, val string) error { return v.Set(c.EngineSettings, val) }})
+	}
+	return out
+}
+
+// engineUsage lists the engines for TRANSCRIBER_ENGINE's usage, each with
+// its summary.
+func engineUsage() string {
+	var names []string
+	for _, r := range builtin.Engines {
+		n := r.Name()
+		if s := r.Summary(); s != "" {
+			n += " (" + s + ")"
+		}
+		names = append(names, n)
+	}
+	if len(names) > 1 {
+		names = append(names[:len(names)-2], names[len(names)-2]+" or "+names[len(names)-1])
+	}
+	return "speech engine: " + strings.Join(names, ", ")
+}
+
+// Engines that this build can use, in the order of their registration.
+var Engines = builtin.Engines.Names()
 
 // Load reads the environment through getenv, applying defaults.
 func Load(getenv func(string) string) (Config, error) {
-	var c Config
+	c := Config{EngineSettings: builtin.Engines.NewSettings()}
 	var errs []error
-	for _, s := range settings {
+	for _, s := range all {
 		v := getenv(s.env)
 		if v == "" {
 			v = s.def
@@ -264,7 +225,7 @@ func Load(getenv func(string) string) (Config, error) {
 // RegisterFlags adds a flag for every setting to fs, with the loaded values
 // as defaults, so a flag overrides its variable.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	for _, s := range settings {
+	for _, s := range all {
 		if s.flag == "" {
 			continue
 		}
@@ -326,15 +287,6 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("TEMPORAL_ADDRESS=%q is not host:port: %w", c.TemporalAddress, err))
 		}
 	}
-	if c.Engine == "openai" {
-		u, err := url.Parse(c.OpenAIBaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("OPENAI_BASE_URL=%q must be an http(s) URL such as https://api.openai.com/v1", c.OpenAIBaseURL))
-		}
-		if c.OpenAIModel == "" {
-			errs = append(errs, errors.New("OPENAI_MODEL must not be empty"))
-		}
-	}
 	if u, err := url.Parse(c.TelegramEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("TELEGRAM_API_ENDPOINT=%q must be an http(s) URL such as https://api.telegram.org", c.TelegramEndpoint))
 	}
@@ -347,36 +299,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("TELEGRAM_ALLOWED_USERS entry %q is neither a numeric user id nor an @username", u))
 		}
 	}
-	if c.Engine == "assemblyai" && c.AssemblyAIAPIKey == "" {
-		errs = append(errs, errors.New("TRANSCRIBER_ENGINE=assemblyai needs ASSEMBLYAI_API_KEY"))
-	}
-	if c.Engine == "speechkit" && c.SpeechKit.APIKey == "" && c.SpeechKit.IAMToken == "" {
-		errs = append(errs, errors.New("TRANSCRIBER_ENGINE=speechkit needs SPEECHKIT_API_KEY or SPEECHKIT_IAM_TOKEN"))
-	}
-	if c.SpeechKit.APIKey != "" && c.SpeechKit.IAMToken != "" {
-		errs = append(errs, errors.New("set SPEECHKIT_API_KEY or SPEECHKIT_IAM_TOKEN, not both"))
-	}
-	if c.SpeechKit.PollInterval < time.Second {
-		errs = append(errs, errors.New("SPEECHKIT_POLL_INTERVAL must be at least 1s"))
-	}
-	if c.AssemblyAIWebhook != "" {
-		u, err := url.Parse(c.AssemblyAIWebhook)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, errors.New("ASSEMBLYAI_WEBHOOK_URL must be an http(s) URL such as https://transcriber.example.com/v1/callbacks/assemblyai"))
-		}
-		if c.AssemblyAIWebhookSecret == "" {
-			errs = append(errs, errors.New("ASSEMBLYAI_WEBHOOK_URL needs ASSEMBLYAI_WEBHOOK_SECRET"))
-		}
-	}
-	if c.AssemblyAIPoll < time.Second {
-		errs = append(errs, errors.New("ASSEMBLYAI_POLL_INTERVAL must be at least 1s"))
-	}
-	if c.OpenAIMaxUpload < 200_000 {
-		errs = append(errs, fmt.Errorf("OPENAI_MAX_UPLOAD_BYTES=%d is too small; give at least 200000", c.OpenAIMaxUpload))
-	}
-	if c.OpenAIMaxDuration != 0 && c.OpenAIMaxDuration < 30*time.Second {
-		errs = append(errs, errors.New("OPENAI_MAX_DURATION must be 0 (no limit) or at least 30s"))
-	}
+	errs = append(errs, builtin.Engines.Validate(c.EngineSettings, c.Engine))
 	if c.EngineConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("TRANSCRIBER_ENGINE_CONCURRENCY=%d must be at least 1", c.EngineConcurrency))
 	}
@@ -497,8 +420,8 @@ func parseSchedule(v string) ([]time.Duration, error) {
 // Settings describes every setting for documentation: variable, flag,
 // default and meaning.
 func Settings() [][4]string {
-	out := make([][4]string, 0, len(settings))
-	for _, s := range settings {
+	out := make([][4]string, 0, len(all))
+	for _, s := range all {
 		f := ""
 		if s.flag != "" {
 			f = "--" + s.flag

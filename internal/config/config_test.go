@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/transcriber/transcriber/internal/engine/builtin"
+	"github.com/transcriber/transcriber/internal/engine/openai"
 )
 
 func env(pairs ...string) func(string) string {
@@ -36,8 +39,11 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 	if c.MaxAttempts != 5 || c.Engine != "local" || c.HTTPAddr != "127.0.0.1:8080" || c.UIAddr != "127.0.0.1:8233" ||
-		c.TemporalPort != 7233 || c.TemporalNamespace != "default" || c.DataDir != "./data" || c.OpenAIModel != "whisper-1" {
+		c.TemporalPort != 7233 || c.TemporalNamespace != "default" || c.DataDir != "./data" {
 		t.Errorf("defaults = %+v", c)
+	}
+	if oa := c.EngineSettings[openai.Name].(*openai.Config); oa.Model != "whisper-1" || oa.MaxUploadBytes != 25_000_000 {
+		t.Errorf("openai settings = %+v; want model whisper-1 and 25 MB uploads", *oa)
 	}
 	if c.DatabaseFile() != "data/temporal.db" {
 		t.Errorf("database file = %q", c.DatabaseFile())
@@ -59,6 +65,46 @@ func TestFlagOverridesEnvironment(t *testing.T) {
 	}
 	if fs.Lookup("openai-api-key") != nil {
 		t.Error("secrets must not be flags: they would show in process lists")
+	}
+}
+
+// Scenario: An engine's settings come from its registration
+func TestEngineSettingsComeFromTheRegistry(t *testing.T) {
+	c, err := Load(env("OPENAI_MODEL", "large-v3", "OPENAI_MAX_DURATION", "10m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--openai-model", "small"}); err != nil {
+		t.Fatal(err)
+	}
+	if oa := c.EngineSettings[openai.Name].(*openai.Config); oa.Model != "small" || oa.MaxDuration != 10*time.Minute {
+		t.Errorf("openai settings = %+v; want the flag's model and the variable's duration", *oa)
+	}
+	// Every engine's variables are settings, with the flag and default
+	// their registration declares.
+	docs := map[string][4]string{}
+	for _, s := range Settings() {
+		docs[s[0]] = s
+	}
+	for _, v := range builtin.Engines.Vars() {
+		flagName := ""
+		if v.Flag != "" {
+			flagName = "--" + v.Flag
+		}
+		if got, want := docs[v.Env], [4]string{v.Env, flagName, v.Default, v.Usage}; got != want {
+			t.Errorf("setting %s = %q; want %q", v.Env, got, want)
+		}
+		if v.Flag == "" {
+			continue
+		}
+		if f := fs.Lookup(v.Flag); f == nil || !strings.Contains(f.Usage, v.Env) {
+			t.Errorf("flag --%s = %+v; want one that names %s", v.Flag, f, v.Env)
+		}
+	}
+	if !slices.Equal(Engines, []string{"local", "openai", "speechkit", "assemblyai"}) {
+		t.Errorf("engines = %v; want local, openai, speechkit, assemblyai", Engines)
 	}
 }
 
@@ -110,14 +156,33 @@ func TestWebUICanBeTurnedOff(t *testing.T) {
 	}
 }
 
-// The README's configuration table lists every setting with its default.
-func TestREADMEListsEverySetting(t *testing.T) {
+func readme(t *testing.T) string {
+	t.Helper()
 	f, err := os.Open("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	readme, _ := io.ReadAll(f)
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Scenario: The README documents every registered engine's settings
+func TestREADMEListsEveryEngineSetting(t *testing.T) {
+	table := readme(t)
+	for _, v := range builtin.Engines.Vars() {
+		if !strings.Contains(table, "\n| `"+v.Env+"` |") {
+			t.Errorf("README's configuration table lacks a row for %s", v.Env)
+		}
+	}
+}
+
+// The README's configuration table lists every setting with its default.
+func TestREADMEListsEverySetting(t *testing.T) {
+	readme := []byte(readme(t))
 	for _, s := range Settings() {
 		def := "unset"
 		if s[2] != "" {

@@ -2,13 +2,11 @@ package engine
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode"
 )
@@ -122,26 +120,14 @@ func IsLanguageCode(s string) bool {
 	return true
 }
 
-// CallbackHeader carries the token of an engine's callback to this
-// service, for providers that let the caller choose a header.
-const CallbackHeader = "X-Transcriber-Callback-Token"
-
-// CallbackToken authenticates an engine's callback about one job: an HMAC
-// of the job id under the operator's secret, so a token that leaks with one
-// callback URL is worth nothing for any other job.
-func CallbackToken(secret, jobID string) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(jobID))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
 // ReadAnswer reads a provider's answer to one request, bounded by limit.
 // For a 2xx it returns the body with ok set; an answer cut off or too large
 // is a classified error, a cancellation the context's error. For any other
 // status it returns what could be read with ok unset, for the caller to
 // classify by the status: a partial error body still carries it. prefix
 // starts context errors ("speechkit: recognition request"); provider and
-// what name the service and the request in messages.
+// what name the service and the request in messages; an empty what is the
+// one request of an engine that makes only one.
 func ReadAnswer(ctx context.Context, resp *http.Response, limit int64, prefix, provider, what string) (body []byte, ok bool, err error) {
 	body, tooLarge, readErr := ReadLimited(resp.Body, limit)
 	if readErr != nil && ctx.Err() != nil {
@@ -150,13 +136,46 @@ func ReadAnswer(ctx context.Context, resp *http.Response, limit int64, prefix, p
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return body, false, nil
 	}
+	answer, response := "its answer", "response"
+	if what != "" {
+		answer, response = "its answer to the "+what, "response to the "+what
+	}
 	switch {
 	case readErr != nil:
 		return nil, false, &Error{Kind: Unreachable, Status: resp.StatusCode,
-			Message: "the connection to " + provider + " broke before its answer to the " + what + " was complete", Err: readErr}
+			Message: "the connection to " + provider + " broke before " + answer + " was complete", Err: readErr}
 	case tooLarge:
 		return nil, false, &Error{Kind: Unavailable, Status: resp.StatusCode,
-			Message: fmt.Sprintf("malformed response to the %s: larger than %d bytes", what, limit)}
+			Message: fmt.Sprintf("malformed %s: larger than %d bytes", response, limit)}
 	}
 	return body, true, nil
+}
+
+// ParseHTTPURL parses an absolute http or https URL. It gives no reason:
+// url's errors repeat the URL, which may carry credentials, so callers say
+// what they expected instead.
+func ParseHTTPURL(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, false
+	}
+	return u, true
+}
+
+// maxOperationID is far above the ids providers hand out (UUIDs, Yandex
+// Cloud's 20 characters).
+const maxOperationID = 128
+
+// SafeOperationID accepts the operation ids providers hand out and refuses
+// anything that could change the path of a check request built from it.
+func SafeOperationID(id string) bool {
+	if id == "" || len(id) > maxOperationID {
+		return false
+	}
+	for _, r := range id {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

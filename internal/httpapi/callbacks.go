@@ -2,10 +2,7 @@ package httpapi
 
 import (
 	"context"
-	"crypto/hmac"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -18,55 +15,52 @@ import (
 var ErrJobNotRunning = errors.New("the job is not running")
 
 // EngineCallbacks receives the calls an engine makes when one of its
-// operations finishes (AssemblyAI's webhooks), and wakes the job waiting
-// for it. The call only says "look now": the job still checks the operation
-// itself, so a repeated, stale or forged call cannot change a result.
+// operations finishes (AssemblyAI's webhooks) at /v1/callbacks/{engine},
+// and wakes the job waiting for it. The call only says "look now": the job
+// still checks the operation itself, so a repeated, stale or forged call
+// cannot change a result.
 type EngineCallbacks struct {
-	// Secret derives each job's callback token (engine.CallbackToken).
-	Secret string
+	// Engines check the calls, by engine name; an engine not here is 404.
+	Engines map[string]engine.CallbackReceiver
 	// Notify signals the job; ErrJobNotRunning when it is not running.
 	Notify func(ctx context.Context, jobID string, cb workflows.EngineCallback) error
 	Logger *slog.Logger
 }
 
-// maxCallbackBody bounds a callback's body: AssemblyAI's is two short
-// fields.
-const maxCallbackBody = 64 << 10
-
 func (c *EngineCallbacks) mount(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/callbacks/assemblyai", c.assemblyAI)
+	mux.HandleFunc("POST /v1/callbacks/{engine}", c.receive)
 }
 
-func (c *EngineCallbacks) assemblyAI(w http.ResponseWriter, r *http.Request) {
+func (c *EngineCallbacks) receive(w http.ResponseWriter, r *http.Request) {
 	log := c.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	jobID := r.URL.Query().Get("job")
-	want := engine.CallbackToken(c.Secret, jobID)
-	if jobID == "" || len(jobID) > 1000 || !hmac.Equal([]byte(r.Header.Get(engine.CallbackHeader)), []byte(want)) {
-		// A 4xx ends AssemblyAI's retries, which is right for a call that
+	name := r.PathValue("engine")
+	rec, ok := c.Engines[name]
+	if !ok {
+		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found", message: "no engine here takes callbacks by that name"})
+		return
+	}
+	call, err := rec.ReadCallback(r)
+	switch {
+	case errors.Is(err, engine.ErrCallbackToken):
+		// A 4xx ends the provider's retries, which is right for a call that
 		// will never be accepted.
-		writeError(w, &apiError{status: http.StatusUnauthorized, code: "unauthorized", message: "the callback token does not match the job"})
+		writeError(w, &apiError{status: http.StatusUnauthorized, code: "unauthorized", message: err.Error()})
+		return
+	case err != nil:
+		writeError(w, errBadRequest("invalid_callback", err.Error()))
 		return
 	}
-	var body struct {
-		TranscriptID string `json:"transcript_id"`
-		Status       string `json:"status"`
-	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxCallbackBody+1))
-	if err != nil || len(data) > maxCallbackBody || json.Unmarshal(data, &body) != nil || body.TranscriptID == "" {
-		writeError(w, errBadRequest("invalid_callback", `the body must be {"transcript_id": "...", "status": "..."}`))
-		return
-	}
-	err = c.Notify(r.Context(), jobID, workflows.EngineCallback{OperationID: body.TranscriptID, Status: body.Status})
+	err = c.Notify(r.Context(), call.JobID, workflows.EngineCallback{OperationID: call.OperationID, Status: call.Status})
 	switch {
 	case errors.Is(err, ErrJobNotRunning):
 		// The job closed (done, cancelled, timed out) before the call came;
 		// nothing waits for it. Answering 2xx stops the retries.
-		log.Info("engine callback dropped: the job is not running", "job_id", jobID, "operation_id", body.TranscriptID)
+		log.Info("engine callback dropped: the job is not running", "engine", name, "job_id", call.JobID, "operation_id", call.OperationID)
 	case err != nil:
-		log.Warn("engine callback not passed on; the engine will call again", "job_id", jobID, "error", err)
+		log.Warn("engine callback not passed on; the engine will call again", "engine", name, "job_id", call.JobID, "error", err)
 		writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "unavailable", message: "the job could not be told; try again"})
 		return
 	}

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/transcriber/transcriber/internal/engine"
+	"github.com/transcriber/transcriber/internal/engine/assemblyai"
 )
 
 // Scenario: The OpenAPI document lists exactly the routes served
@@ -31,7 +34,7 @@ func TestOpenAPIDocumentMatchesRouter(t *testing.T) {
 		}
 	}
 	// Engines' callbacks are mounted by EngineCallbacks, beside the API.
-	served := []string{"GET /healthz", "GET /readyz", "GET /metrics", "POST /v1/callbacks/assemblyai"}
+	served := []string{"GET /healthz", "GET /readyz", "GET /metrics", "POST /v1/callbacks/{engine}"}
 	for _, rt := range apiRoutes {
 		served = append(served, rt.method+" "+rt.path)
 	}
@@ -42,10 +45,13 @@ func TestOpenAPIDocumentMatchesRouter(t *testing.T) {
 	}
 	// Every route is really served: none answers 404 or 405.
 	h := newHarness(t)
-	h.h = NewHandler(Options{Gatherer: prometheus.NewRegistry(), API: h.api, Callbacks: &EngineCallbacks{}})
+	h.h = NewHandler(Options{Gatherer: prometheus.NewRegistry(), API: h.api, Callbacks: &EngineCallbacks{
+		Engines: map[string]engine.CallbackReceiver{assemblyai.Name: assemblyai.NewCallbacks("secret")},
+	}})
 	for _, op := range served {
 		method, path, _ := strings.Cut(op, " ")
-		r := authed(newRequest(method, strings.ReplaceAll(path, "{id}", "x")))
+		path = strings.NewReplacer("{id}", "x", "{engine}", assemblyai.Name).Replace(path)
+		r := authed(newRequest(method, path))
 		if w := h.do(t, r); w.Code == http.StatusNotFound && !strings.Contains(w.Body.String(), "no job") || w.Code == http.StatusMethodNotAllowed {
 			t.Errorf("%s answers %d %s", op, w.Code, w.Body)
 		}

@@ -10,11 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -31,13 +29,6 @@ const (
 	DefaultBaseURL = "https://api.assemblyai.com"
 	// DefaultPollInterval is the wait between checks when none is configured.
 	DefaultPollInterval = 5 * time.Second
-
-	userAgent = "transcriber"
-	// A transcript with words for hours of audio stays far below this; the
-	// limit only protects the worker from a misbehaving server.
-	defaultMaxResponse = 64 << 20
-	// maxOperationID bounds the ids Check accepts; AssemblyAI's are UUIDs.
-	maxOperationID = 128
 )
 
 // How words are grouped into segments.
@@ -73,8 +64,7 @@ type Engine struct {
 	pollInterval  time.Duration
 	webhookURL    *url.URL
 	webhookSecret string
-	client        *http.Client
-	maxResponse   int64
+	http          *engine.Client
 }
 
 // New checks the configuration. A nil client gets one without an overall
@@ -85,9 +75,8 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	u, err := url.Parse(base)
-	// The parse error would repeat the URL, which may carry credentials.
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := engine.ParseHTTPURL(base)
+	if !ok {
 		return nil, errors.New("assemblyai engine: base URL must be an absolute http or https URL such as " + DefaultBaseURL)
 	}
 	key := strings.TrimSpace(cfg.APIKey)
@@ -101,18 +90,14 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 	if poll <= 0 {
 		poll = DefaultPollInterval
 	}
-	var c http.Client
-	if client != nil {
-		c = *client
-	}
-	// Following a redirect would be a second request, and for 307/308 it
-	// cannot resend the streamed body anyway; surfacing the 3xx tells the
-	// operator to fix the base URL instead.
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c := engine.NewClient(client, "AssemblyAI", "assemblyai")
+	c.Secret = key
+	c.Header.Set("Authorization", key)
+	c.Adjust = adjust
 	var hook *url.URL
 	if cfg.WebhookURL != "" {
-		hook, err = url.Parse(cfg.WebhookURL)
-		if err != nil || (hook.Scheme != "http" && hook.Scheme != "https") || hook.Host == "" || hook.User != nil {
+		hook, ok = engine.ParseHTTPURL(cfg.WebhookURL)
+		if !ok || hook.User != nil {
 			return nil, errors.New("assemblyai engine: webhook URL must be an absolute http or https URL without credentials")
 		}
 		if cfg.WebhookSecret == "" {
@@ -126,8 +111,7 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 		pollInterval:  poll,
 		webhookURL:    hook,
 		webhookSecret: cfg.WebhookSecret,
-		client:        &c,
-		maxResponse:   defaultMaxResponse,
+		http:          c,
 	}, nil
 }
 
@@ -167,12 +151,12 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	if err != nil {
 		return engine.Submission{}, fmt.Errorf("assemblyai: encode transcript request: %w", err)
 	}
-	httpReq, err := e.newRequest(ctx, http.MethodPost, e.transcriptURL, bytes.NewReader(payload))
+	httpReq, err := e.http.NewRequest(ctx, http.MethodPost, e.transcriptURL, bytes.NewReader(payload))
 	if err != nil {
 		return engine.Submission{}, err
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
-	resp, body, err := e.do(ctx, httpReq, stepCreate, nil)
+	resp, body, err := e.http.Do(ctx, httpReq, stepCreate.String(), nil)
 	if err != nil {
 		return engine.Submission{}, err
 	}
@@ -180,7 +164,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	if perr == nil && t.ID == "" {
 		perr = engine.Errorf(engine.Unavailable, "malformed response: no transcript id")
 	}
-	if perr == nil && !validOperationID(t.ID) {
+	if perr == nil && !engine.SafeOperationID(t.ID) {
 		perr = engine.Errorf(engine.Unavailable, "malformed response: unusable transcript id")
 	}
 	if perr != nil {
@@ -197,14 +181,14 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 
 // Check asks for the transcript: still running, finished or failed.
 func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submission, error) {
-	if !validOperationID(operationID) {
+	if !engine.SafeOperationID(operationID) {
 		return engine.Submission{}, engine.Errorf(engine.Rejected, "not an AssemblyAI transcript id")
 	}
-	httpReq, err := e.newRequest(ctx, http.MethodGet, e.transcriptURL+"/"+operationID, nil)
+	httpReq, err := e.http.NewRequest(ctx, http.MethodGet, e.transcriptURL+"/"+operationID, nil)
 	if err != nil {
 		return engine.Submission{}, err
 	}
-	resp, body, err := e.do(ctx, httpReq, stepCheck, nil)
+	resp, body, err := e.http.Do(ctx, httpReq, stepCheck.String(), nil)
 	if err != nil {
 		return engine.Submission{}, err
 	}
@@ -243,30 +227,17 @@ func (e *Engine) submission(t transcript, id string, resp *http.Response, body [
 
 // upload streams the file to AssemblyAI and returns the URL it was given.
 func (e *Engine) upload(ctx context.Context, path string) (string, error) {
-	f, err := os.Open(path)
+	up, err := engine.OpenUpload(path, nil, nil, engine.Raw)
 	if err != nil {
-		return "", fmt.Errorf("assemblyai: open audio: %w", err)
+		return "", fmt.Errorf("assemblyai: %w", err)
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("assemblyai: stat audio: %w", err)
-	}
-
-	up := startUpload(f)
-	// Runs before f.Close: the copying goroutine must be gone before the
-	// file it reads is closed.
-	defer up.stop()
-
-	httpReq, err := e.newRequest(ctx, http.MethodPost, e.uploadURL, up.body)
+	defer up.Close()
+	httpReq, err := e.http.UploadRequest(ctx, http.MethodPost, e.uploadURL, up)
 	if err != nil {
 		return "", err
 	}
-	// A known length lets the service refuse a too large file at once; the
-	// transport still streams the body from the pipe.
-	httpReq.ContentLength = info.Size()
 	httpReq.Header.Set("Content-Type", "application/octet-stream")
-	resp, body, err := e.do(ctx, httpReq, stepUpload, up)
+	resp, body, err := e.http.Do(ctx, httpReq, stepUpload.String(), up)
 	if err != nil {
 		return "", err
 	}
@@ -277,24 +248,12 @@ func (e *Engine) upload(ctx context.Context, path string) (string, error) {
 		return "", &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
 			Message: "malformed response to the upload: not valid JSON", Err: err}
 	}
-	u, err := url.Parse(strings.TrimSpace(answer.UploadURL))
-	if answer.UploadURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := engine.ParseHTTPURL(strings.TrimSpace(answer.UploadURL))
+	if !ok {
 		return "", &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
 			Message: "malformed response to the upload: no usable upload_url"}
 	}
 	return u.String(), nil
-}
-
-func (e *Engine) newRequest(ctx context.Context, method, target string, body io.Reader) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, target, body)
-	if err != nil {
-		// The error would repeat the URL.
-		return nil, errors.New("assemblyai: cannot build the request")
-	}
-	req.Header.Set("Authorization", e.apiKey)
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", userAgent)
-	return req, nil
 }
 
 // step names a request in messages.
@@ -316,121 +275,12 @@ func (s step) String() string {
 	return "transcript check"
 }
 
-// do sends one request and returns the body of a 2xx answer; anything else
-// becomes a classified error or, on cancellation, the context's error.
-func (e *Engine) do(ctx context.Context, req *http.Request, s step, up *upload) (*http.Response, []byte, error) {
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return nil, nil, e.requestError(ctx, err, s, up)
-	}
-	defer resp.Body.Close()
-
-	body, ok, err := engine.ReadAnswer(ctx, resp, e.maxResponse, "assemblyai: "+s.String(), "AssemblyAI", s.String())
-	if err != nil {
-		return nil, nil, err
-	}
-	if !ok {
-		return nil, nil, e.statusError(resp, body, s, time.Now())
-	}
-	return resp, body, nil
-}
-
-// requestError classifies a failure to get any answer. Cancellation stays a
-// plain context error so that the caller can tell it from engine faults.
-func (e *Engine) requestError(ctx context.Context, err error, s step, up *upload) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("assemblyai: %s: %w", s, ctx.Err())
-	}
-	// A failing local disk aborts the upload too, but says nothing about
-	// the service.
-	if up != nil {
-		if readErr := up.stop(); readErr != nil {
-			return fmt.Errorf("assemblyai: read audio: %w", readErr)
-		}
-	}
-	return &engine.Error{Kind: engine.Unreachable, Message: "could not reach AssemblyAI for the " + s.String(), Err: err}
-}
-
-// upload streams the file through a pipe, so memory use does not depend on
-// the size of the recording and a late read by the transport never touches
-// a closed file.
-type upload struct {
-	body *io.PipeReader
-	src  *trackingReader
-	done chan struct{}
-}
-
-func startUpload(f io.Reader) *upload {
-	pr, pw := io.Pipe()
-	up := &upload{body: pr, src: &trackingReader{r: f}, done: make(chan struct{})}
-	go func() {
-		defer close(up.done)
-		_, err := io.Copy(pw, up.src)
-		pw.CloseWithError(err)
-	}()
-	return up
-}
-
-// stop ends the upload if the transport has not consumed it, waits for the
-// copying goroutine and reports a failure to read the local file.
-func (u *upload) stop() error {
-	u.body.Close()
-	<-u.done
-	return u.src.err
-}
-
-// trackingReader remembers a read error of the source, which the pipe would
-// otherwise present to the caller as a network failure.
-type trackingReader struct {
-	r   io.Reader
-	err error
-}
-
-func (t *trackingReader) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if err != nil && err != io.EOF {
-		t.err = err
-	}
-	return n, err
-}
-
-// statusError classifies an answer other than 2xx.
-func (e *Engine) statusError(resp *http.Response, body []byte, s step, now time.Time) *engine.Error {
-	code := resp.StatusCode
-	if code >= 300 && code <= 399 {
-		return &engine.Error{Kind: engine.Rejected, Status: code, Message: engine.RedirectMessage("AssemblyAI", resp)}
-	}
-	detail := engine.ErrorDetail(body, code, e.apiKey)
-	kind := engine.ClassifyHTTP(code)
-	err := &engine.Error{Kind: kind, Status: code}
-	switch {
-	case kind == engine.Unauthorized:
-		err.Message = "AssemblyAI refused the credentials for the " + s.String() + ": " + detail
-	case s == stepCheck && code == http.StatusNotFound:
-		// The transcript was deleted or never existed: polling again
-		// cannot bring it back.
+// adjust says what a 404 means for a check: the transcript was deleted
+// or never existed, and polling again cannot bring it back.
+func adjust(err *engine.Error, _ *http.Response, _ []byte, what, detail string) {
+	if what == stepCheck.String() && err.Status == http.StatusNotFound {
 		err.Message = "AssemblyAI has no such transcript: " + detail
-	case kind == engine.Rejected:
-		err.Message = "AssemblyAI rejected the " + s.String() + ": " + detail
-	default:
-		err.Message = "AssemblyAI cannot serve the " + s.String() + " now: " + detail
-		err.RetryAfter = engine.ParseRetryAfter(resp.Header.Get("Retry-After"), now)
 	}
-	return err
-}
-
-// validOperationID accepts the ids AssemblyAI hands out (UUIDs) and refuses
-// anything that could change the path of the check request.
-func validOperationID(id string) bool {
-	if id == "" || len(id) > maxOperationID {
-		return false
-	}
-	for _, r := range id {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // createRequest is the body of POST /v2/transcript.

@@ -165,8 +165,8 @@ func TestNew(t *testing.T) {
 			if got := e.PollInterval(); got != tc.wantPoll {
 				t.Errorf("PollInterval() = %v; want %v", got, tc.wantPoll)
 			}
-			if e.client == nil || e.client.Timeout != 0 || e.client.CheckRedirect == nil {
-				t.Errorf("client = %+v; want one without overall timeout that does not follow redirects", e.client)
+			if e.http.HTTP == nil || e.http.HTTP.Timeout != 0 || e.http.HTTP.CheckRedirect == nil {
+				t.Errorf("client = %+v; want one without overall timeout that does not follow redirects", e.http.HTTP)
 			}
 		})
 	}
@@ -181,8 +181,8 @@ func TestNewDoesNotChangeCallersClient(t *testing.T) {
 	if client.CheckRedirect != nil {
 		t.Error("New changed the caller's client")
 	}
-	if e.client.Timeout != time.Minute {
-		t.Errorf("client timeout = %v; want the caller's %v", e.client.Timeout, time.Minute)
+	if e.http.HTTP.Timeout != time.Minute {
+		t.Errorf("client timeout = %v; want the caller's %v", e.http.HTTP.Timeout, time.Minute)
 	}
 }
 
@@ -757,7 +757,7 @@ func TestLargeFileStreamed(t *testing.T) {
 func TestResponseTooLarge(t *testing.T) {
 	srv := assemblyaitest.New(t, testKey)
 	e := newEngine(t, srv.URL())
-	e.maxResponse = 1024
+	e.http.MaxResponse = 1024
 	srv.FailNext("/v2/transcript/abc", 1, 200, `{"id":"abc","status":"completed","text":"`+strings.Repeat("a", 4096)+`"}`, "")
 	_, err := e.Check(context.Background(), "abc")
 	if ee := asEngineError(t, err); ee.Kind != engine.Unavailable || !strings.Contains(ee.Message, "malformed response") {

@@ -80,7 +80,7 @@ func (e *Engine) Format() audio.Format { return audio.WAV16kMono }
 // Submit recognises the whole file before it returns; pocketsphinx has no
 // notion of a remote operation.
 func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submission, error) {
-	if !supportsLanguage(req.Language) {
+	if !engine.Supports(e, req.Language) {
 		return engine.Submission{}, engine.Errorf(engine.Rejected,
 			"the local engine recognises English only, not %q; choose another engine for this language", req.Language)
 	}
@@ -112,10 +112,9 @@ func (e *Engine) Check(context.Context, string) (engine.Submission, error) {
 	return engine.Submission{}, engine.Errorf(engine.Rejected, "the local engine has no pending operations")
 }
 
-func supportsLanguage(lang string) bool {
-	lang = strings.ToLower(lang)
-	return lang == "" || lang == "en" || strings.HasPrefix(lang, "en-") || strings.HasPrefix(lang, "en_")
-}
+// Languages is English alone: Debian's pocketsphinx-en-us is the only
+// model the engine is set up for.
+func (e *Engine) Languages() []string { return []string{"en"} }
 
 // parse reads the "-time yes" output: for every utterance a hypothesis line,
 // then one line per token "word start end confidence" with times in seconds

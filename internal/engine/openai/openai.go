@@ -9,14 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"mime"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,13 +23,6 @@ import (
 
 // Name is how jobs and configuration refer to this engine.
 const Name = "openai"
-
-const (
-	userAgent = "transcriber"
-	// A verbose_json answer for hours of audio stays far below this; the
-	// limit only protects the worker from a misbehaving server.
-	defaultMaxResponse = 64 << 20
-)
 
 // Config locates the server and chooses the model.
 type Config struct {
@@ -61,32 +49,21 @@ const DefaultMaxUpload = 25_000_000
 
 // Engine sends one file per Submit to the transcription endpoint.
 type Engine struct {
-	endpoint    string
-	apiKey      string
-	model       string
-	prompt      string
-	limits      engine.Limits
-	client      *http.Client
-	maxResponse int64
+	endpoint string
+	model    string
+	prompt   string
+	limits   engine.Limits
+	http     *engine.Client
 }
 
 // New checks the configuration. A nil client gets one without an overall
 // timeout, because a long recording can take minutes and the caller's
 // context already bounds each request.
 func New(cfg Config, client *http.Client) (*Engine, error) {
-	u, err := url.Parse(strings.TrimSpace(cfg.BaseURL))
-	// The parse error would repeat the URL, which may carry credentials.
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := engine.ParseHTTPURL(strings.TrimSpace(cfg.BaseURL))
+	if !ok {
 		return nil, errors.New("openai engine: base URL must be an absolute http or https URL such as https://api.openai.com/v1")
 	}
-	var c http.Client
-	if client != nil {
-		c = *client
-	}
-	// Following a redirect would be a second request, and for 307/308 it
-	// cannot resend the streamed body anyway; surfacing the 3xx tells the
-	// operator to fix the base URL instead.
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	if cfg.MaxUploadBytes < 0 || cfg.MaxDuration < 0 {
 		return nil, errors.New("openai engine: upload limits must not be negative")
 	}
@@ -94,14 +71,18 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 	if limits.MaxBytes == 0 {
 		limits.MaxBytes = DefaultMaxUpload
 	}
+	c := engine.NewClient(client, "the transcription server", "openai")
+	c.Secret = cfg.APIKey
+	if cfg.APIKey != "" {
+		c.Header.Set("Authorization", "Bearer "+cfg.APIKey)
+	}
+	c.Adjust = adjust
 	return &Engine{
-		endpoint:    u.JoinPath("audio", "transcriptions").String(),
-		apiKey:      cfg.APIKey,
-		model:       cfg.Model,
-		prompt:      cfg.Prompt,
-		limits:      limits,
-		client:      &c,
-		maxResponse: defaultMaxResponse,
+		endpoint: u.JoinPath("audio", "transcriptions").String(),
+		model:    cfg.Model,
+		prompt:   cfg.Prompt,
+		limits:   limits,
+		http:     c,
 	}, nil
 }
 
@@ -115,52 +96,23 @@ func (e *Engine) Format() audio.Format { return audio.FLAC16kMono }
 // Submit uploads the file and waits for the transcript; the API has no
 // asynchronous operations.
 func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submission, error) {
-	f, err := os.Open(req.AudioPath)
+	form, err := engine.Form(e.formFields(req), "file", partFileName(req.AudioPath), partContentType(req.AudioPath))
 	if err != nil {
-		return engine.Submission{}, fmt.Errorf("openai: open audio: %w", err)
+		return engine.Submission{}, fmt.Errorf("openai: lay out the form: %w", err)
 	}
-	defer f.Close()
-
-	up := startUpload(f, e.formFields(req), partFileName(req.AudioPath), partContentType(req.AudioPath))
-	// Runs before f.Close: the writer goroutine must be gone before the
-	// file it reads is closed.
-	defer up.stop()
-
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.endpoint, up.body)
+	up, err := engine.OpenUpload(req.AudioPath, form.Head, form.Tail, engine.Raw)
 	if err != nil {
-		return engine.Submission{}, fmt.Errorf("openai: build request: %w", err)
+		return engine.Submission{}, fmt.Errorf("openai: %w", err)
 	}
-	httpReq.Header.Set("Content-Type", up.contentType)
-	httpReq.Header.Set("Accept", "application/json")
-	httpReq.Header.Set("User-Agent", userAgent)
-	if e.apiKey != "" {
-		httpReq.Header.Set("Authorization", "Bearer "+e.apiKey)
-	}
-
-	resp, err := e.client.Do(httpReq)
+	defer up.Close()
+	httpReq, err := e.http.UploadRequest(ctx, http.MethodPost, e.endpoint, up)
 	if err != nil {
-		return engine.Submission{}, e.requestError(ctx, err, up)
+		return engine.Submission{}, err
 	}
-	defer resp.Body.Close()
-
-	body, tooLarge, readErr := engine.ReadLimited(resp.Body, e.maxResponse)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		if readErr != nil && ctx.Err() != nil {
-			return engine.Submission{}, fmt.Errorf("openai: read response: %w", ctx.Err())
-		}
-		// A partial error body still carries the status, which is what
-		// decides the classification.
-		return engine.Submission{}, e.statusError(resp, body, time.Now())
-	}
-	switch {
-	case readErr != nil && ctx.Err() != nil:
-		return engine.Submission{}, fmt.Errorf("openai: read response: %w", ctx.Err())
-	case readErr != nil:
-		return engine.Submission{}, &engine.Error{Kind: engine.Unreachable, Status: resp.StatusCode,
-			Message: "the connection to the transcription server broke before its answer was complete", Err: readErr}
-	case tooLarge:
-		return engine.Submission{}, &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
-			Message: fmt.Sprintf("malformed response: larger than %d bytes", e.maxResponse)}
+	httpReq.Header.Set("Content-Type", form.ContentType)
+	resp, body, err := e.http.Do(ctx, httpReq, "", up)
+	if err != nil {
+		return engine.Submission{}, err
 	}
 	res, perr := parseResult(body, resp.Header.Get("Content-Type"))
 	if perr != nil {
@@ -182,102 +134,22 @@ func (e *Engine) Check(context.Context, string) (engine.Submission, error) {
 	return engine.Submission{}, engine.Errorf(engine.Rejected, "the openai engine has no pending operations")
 }
 
-type formField struct{ name, value string }
-
-func (e *Engine) formFields(req engine.Request) []formField {
-	var fields []formField
+func (e *Engine) formFields(req engine.Request) [][2]string {
+	var fields [][2]string
 	if e.model != "" {
-		fields = append(fields, formField{"model", e.model})
+		fields = append(fields, [2]string{"model", e.model})
 	}
 	if lang := engine.PrimaryLanguage(req.Language); lang != "" {
-		fields = append(fields, formField{"language", lang})
+		fields = append(fields, [2]string{"language", lang})
 	}
 	prompt := req.Prompt
 	if prompt == "" {
 		prompt = e.prompt
 	}
 	if prompt != "" {
-		fields = append(fields, formField{"prompt", prompt})
+		fields = append(fields, [2]string{"prompt", prompt})
 	}
-	return append(fields, formField{"response_format", "verbose_json"})
-}
-
-// requestError classifies a failure to get any answer. Cancellation stays a
-// plain context error so that the caller can tell it from engine faults.
-func (e *Engine) requestError(ctx context.Context, err error, up *upload) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("openai: send request: %w", ctx.Err())
-	}
-	// A failing local disk aborts the upload too, but says nothing about
-	// the server.
-	if readErr := up.stop(); readErr != nil {
-		return fmt.Errorf("openai: read audio: %w", readErr)
-	}
-	return &engine.Error{Kind: engine.Unreachable, Message: "could not reach the transcription server", Err: err}
-}
-
-// upload streams the multipart form through a pipe, so memory use does not
-// depend on the size of the recording.
-type upload struct {
-	body        *io.PipeReader
-	contentType string
-	src         *trackingReader
-	done        chan struct{}
-}
-
-func startUpload(f io.Reader, fields []formField, fileName, fileType string) *upload {
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	up := &upload{body: pr, contentType: mw.FormDataContentType(), src: &trackingReader{r: f}, done: make(chan struct{})}
-	go func() {
-		defer close(up.done)
-		pw.CloseWithError(writeForm(mw, fields, up.src, fileName, fileType))
-	}()
-	return up
-}
-
-// stop ends the upload if the transport has not consumed it, waits for the
-// writer and reports a failure to read the local file.
-func (u *upload) stop() error {
-	u.body.Close()
-	<-u.done
-	return u.src.err
-}
-
-func writeForm(mw *multipart.Writer, fields []formField, src io.Reader, fileName, fileType string) error {
-	// Options come before the file so that a server parsing the stream
-	// knows them before the audio arrives.
-	for _, f := range fields {
-		if err := mw.WriteField(f.name, f.value); err != nil {
-			return err
-		}
-	}
-	h := make(textproto.MIMEHeader)
-	h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename="%s"`, fileName))
-	h.Set("Content-Type", fileType)
-	part, err := mw.CreatePart(h)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(part, src); err != nil {
-		return err
-	}
-	return mw.Close()
-}
-
-// trackingReader remembers a read error of the source, which the pipe would
-// otherwise present to the caller as a network failure.
-type trackingReader struct {
-	r   io.Reader
-	err error
-}
-
-func (t *trackingReader) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if err != nil && err != io.EOF {
-		t.err = err
-	}
-	return n, err
+	return append(fields, [2]string{"response_format", "verbose_json"})
 }
 
 // partFileName keeps only the extension of the local path: servers pick the
@@ -311,29 +183,14 @@ func partContentType(path string) string {
 	return "application/octet-stream"
 }
 
-// statusError classifies an answer other than 2xx.
-func (e *Engine) statusError(resp *http.Response, body []byte, now time.Time) *engine.Error {
-	code := resp.StatusCode
-	if code >= 300 && code <= 399 {
-		return &engine.Error{Kind: engine.Rejected, Status: code, Message: engine.RedirectMessage("the transcription server", resp)}
+// adjust prefers OpenAI's millisecond hint, which is finer than the
+// standard header it accompanies.
+func adjust(err *engine.Error, resp *http.Response, _ []byte, _, _ string) {
+	if !err.Kind.Permanent() {
+		err.RetryAfter = retryAfter(resp.Header, time.Now())
 	}
-	detail := engine.ErrorDetail(body, code, e.apiKey)
-	kind := engine.ClassifyHTTP(code)
-	err := &engine.Error{Kind: kind, Status: code}
-	switch kind {
-	case engine.Unauthorized:
-		err.Message = "the transcription server refused the credentials: " + detail
-	case engine.Rejected:
-		err.Message = "the transcription server rejected the request: " + detail
-	default:
-		err.Message = "the transcription server cannot serve now: " + detail
-		err.RetryAfter = retryAfter(resp.Header, now)
-	}
-	return err
 }
 
-// retryAfter prefers OpenAI's millisecond hint, which is finer than the
-// standard header it accompanies.
 func retryAfter(h http.Header, now time.Time) time.Duration {
 	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
 		ms, err := strconv.ParseFloat(v, 64)

@@ -26,14 +26,11 @@ package speechkit
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -81,14 +78,6 @@ const (
 	// short recording is first checked after a few seconds.
 	minFirstCheck = 3 * time.Second
 
-	userAgent = "transcriber"
-	// The results of hours of audio, every word timed twice (raw and
-	// normalised), stay far below this; the limit only protects the worker
-	// from a misbehaving server.
-	defaultMaxResponse = 64 << 20
-	// maxOperationID bounds the ids Check accepts; Yandex Cloud's are 20
-	// characters.
-	maxOperationID = 128
 	// Yandex Cloud folder ids are 20 characters; its APIs accept up to 50.
 	maxFolderID = 50
 )
@@ -135,13 +124,10 @@ type Engine struct {
 	recognizeURL  string
 	resultsURL    string
 	operationsURL string
-	auth          string
 	secret        string
-	folderID      string
 	model         string
 	pollInterval  time.Duration
-	client        *http.Client
-	maxResponse   int64
+	http          *engine.Client
 	maxBytes      int64
 }
 
@@ -187,25 +173,21 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 	if poll <= 0 {
 		poll = DefaultPollInterval
 	}
-	var c http.Client
-	if client != nil {
-		c = *client
+	c := engine.NewClient(client, "SpeechKit", "speechkit")
+	c.Secret = secret
+	c.Header.Set("Authorization", auth)
+	if folder != "" {
+		c.Header.Set("x-folder-id", folder)
 	}
-	// Following a redirect would be a second request, and for 307/308 it
-	// cannot resend the streamed body anyway; surfacing the 3xx tells the
-	// operator to fix the URL instead.
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.Adjust = adjust
 	return &Engine{
 		recognizeURL:  base.JoinPath("stt", "v3", "recognizeFileAsync").String(),
 		resultsURL:    base.JoinPath("stt", "v3", "getRecognition").String(),
 		operationsURL: ops.JoinPath("operations").String(),
-		auth:          auth,
 		secret:        secret,
-		folderID:      folder,
 		model:         model,
 		pollInterval:  poll,
-		client:        &c,
-		maxResponse:   defaultMaxResponse,
+		http:          c,
 		maxBytes:      MaxAudioBytes,
 	}, nil
 }
@@ -215,9 +197,8 @@ func rootURL(raw, def string) (*url.URL, error) {
 	if raw == "" {
 		raw = def
 	}
-	u, err := url.Parse(raw)
-	// The parse error would repeat the URL, which may carry credentials.
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := engine.ParseHTTPURL(raw)
+	if !ok {
 		return nil, errors.New("not an absolute http or https URL")
 	}
 	u.RawQuery, u.Fragment = "", ""
@@ -262,45 +243,32 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	if err != nil {
 		return engine.Submission{}, err
 	}
-	f, err := os.Open(req.AudioPath)
-	if err != nil {
-		return engine.Submission{}, fmt.Errorf("speechkit: open audio: %w", err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return engine.Submission{}, fmt.Errorf("speechkit: stat audio: %w", err)
-	}
-	// Both would be refused after the upload; saying so first spends neither
-	// bandwidth nor the hourly quota of recognition requests.
-	switch size := info.Size(); {
-	case size == 0:
-		return engine.Submission{}, engine.Errorf(engine.Rejected, "the audio file is empty")
-	case size > e.maxBytes:
-		return engine.Submission{}, engine.Errorf(engine.Rejected,
-			"the audio is %d bytes; SpeechKit takes at most %d in one request, so it must be split first", size, e.maxBytes)
-	}
-
 	options, err := json.Marshal(e.options(lang))
 	if err != nil {
 		return engine.Submission{}, fmt.Errorf("speechkit: encode recognition request: %w", err)
 	}
 	prefix := `{"recognitionModel":` + string(options) + `,"content":"`
 	const suffix = `"}`
-	up := startUpload(f, prefix, suffix)
-	// Runs before f.Close: the encoding goroutine must be gone before the
-	// file it reads is closed.
-	defer up.stop()
-
-	httpReq, err := e.newRequest(ctx, http.MethodPost, e.recognizeURL, up.body)
+	up, err := engine.OpenUpload(req.AudioPath, []byte(prefix), []byte(suffix), engine.Base64)
+	if err != nil {
+		return engine.Submission{}, fmt.Errorf("speechkit: %w", err)
+	}
+	defer up.Close()
+	// Both would be refused after the upload; saying so first spends neither
+	// bandwidth nor the hourly quota of recognition requests.
+	switch size := up.Size(); {
+	case size == 0:
+		return engine.Submission{}, engine.Errorf(engine.Rejected, "the audio file is empty")
+	case size > e.maxBytes:
+		return engine.Submission{}, engine.Errorf(engine.Rejected,
+			"the audio is %d bytes; SpeechKit takes at most %d in one request, so it must be split first", size, e.maxBytes)
+	}
+	httpReq, err := e.http.UploadRequest(ctx, http.MethodPost, e.recognizeURL, up)
 	if err != nil {
 		return engine.Submission{}, err
 	}
-	// A known length lets the service refuse a too large body at once; the
-	// transport still streams it from the pipe.
-	httpReq.ContentLength = int64(len(prefix)) + int64(base64.StdEncoding.EncodedLen(int(info.Size()))) + int64(len(suffix))
 	httpReq.Header.Set("Content-Type", "application/json")
-	resp, body, err := e.do(ctx, httpReq, stepRecognize, up)
+	resp, body, err := e.http.Do(ctx, httpReq, stepRecognize.String(), up)
 	if err != nil {
 		return engine.Submission{}, err
 	}
@@ -308,7 +276,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	if perr == nil && op.ID == "" {
 		perr = engine.Errorf(engine.Unavailable, "malformed response to the recognition request: no operation id")
 	}
-	if perr == nil && !validOperationID(op.ID) {
+	if perr == nil && !engine.SafeOperationID(op.ID) {
 		perr = engine.Errorf(engine.Unavailable, "malformed response to the recognition request: unusable operation id")
 	}
 	if perr != nil {
@@ -340,14 +308,14 @@ func (e *Engine) options(lang string) recognitionModel {
 // Check asks whether the operation is done and, when it is, fetches the
 // results.
 func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submission, error) {
-	if !validOperationID(operationID) {
+	if !engine.SafeOperationID(operationID) {
 		return engine.Submission{}, engine.Errorf(engine.Rejected, "not a SpeechKit operation id")
 	}
-	httpReq, err := e.newRequest(ctx, http.MethodGet, e.operationsURL+"/"+operationID, nil)
+	httpReq, err := e.http.NewRequest(ctx, http.MethodGet, e.operationsURL+"/"+operationID, nil)
 	if err != nil {
 		return engine.Submission{}, err
 	}
-	resp, body, err := e.do(ctx, httpReq, stepOperation, nil)
+	resp, body, err := e.http.Do(ctx, httpReq, stepOperation.String(), nil)
 	if err != nil {
 		return engine.Submission{}, err
 	}
@@ -375,11 +343,11 @@ func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submissi
 
 // results fetches the stream of recognition messages of a done operation.
 func (e *Engine) results(ctx context.Context, operationID string) (*engine.Result, error) {
-	httpReq, err := e.newRequest(ctx, http.MethodGet, e.resultsURL+"?"+url.Values{"operationId": {operationID}}.Encode(), nil)
+	httpReq, err := e.http.NewRequest(ctx, http.MethodGet, e.resultsURL+"?"+url.Values{"operationId": {operationID}}.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, body, err := e.do(ctx, httpReq, stepResults, nil)
+	resp, body, err := e.http.Do(ctx, httpReq, stepResults.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -437,21 +405,6 @@ func languageCode(tag string) (string, error) {
 		"SpeechKit does not recognise the language %q; leave the language empty to let it detect one", engine.Scrub(tag, "", 20))
 }
 
-func (e *Engine) newRequest(ctx context.Context, method, target string, body io.Reader) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, target, body)
-	if err != nil {
-		// The error would repeat the URL.
-		return nil, errors.New("speechkit: cannot build the request")
-	}
-	req.Header.Set("Authorization", e.auth)
-	if e.folderID != "" {
-		req.Header.Set("x-folder-id", e.folderID)
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", userAgent)
-	return req, nil
-}
-
 // step names a request in messages.
 type step int
 
@@ -471,71 +424,21 @@ func (s step) String() string {
 	return "results request"
 }
 
-// do sends one request and returns the body of a 2xx answer; anything else
-// becomes a classified error or, on cancellation, the context's error.
-func (e *Engine) do(ctx context.Context, req *http.Request, s step, up *upload) (*http.Response, []byte, error) {
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return nil, nil, e.requestError(ctx, err, s, up)
-	}
-	defer resp.Body.Close()
-
-	body, ok, err := engine.ReadAnswer(ctx, resp, e.maxResponse, "speechkit: "+s.String(), "SpeechKit", s.String())
-	if err != nil {
-		return nil, nil, err
-	}
-	if !ok {
-		return nil, nil, e.statusError(resp, body, s, time.Now())
-	}
-	return resp, body, nil
-}
-
-// requestError classifies a failure to get any answer. Cancellation stays a
-// plain context error so that the caller can tell it from engine faults.
-func (e *Engine) requestError(ctx context.Context, err error, s step, up *upload) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("speechkit: %s: %w", s, ctx.Err())
-	}
-	// A failing local disk aborts the upload too, but says nothing about
-	// the service.
-	if up != nil {
-		if readErr := up.stop(); readErr != nil {
-			return fmt.Errorf("speechkit: read audio: %w", readErr)
-		}
-	}
-	return &engine.Error{Kind: engine.Unreachable, Message: "could not reach SpeechKit for the " + s.String(), Err: err}
-}
-
-// statusError classifies an answer other than 2xx. SpeechKit's REST
-// gateway answers errors as a google.rpc.Status: {"code", "message",
-// "details"}.
-func (e *Engine) statusError(resp *http.Response, body []byte, s step, now time.Time) *engine.Error {
-	code := resp.StatusCode
-	if code >= 300 && code <= 399 {
-		return &engine.Error{Kind: engine.Rejected, Status: code, Message: engine.RedirectMessage("SpeechKit", resp)}
-	}
-	detail := engine.ErrorDetail(body, code, e.secret)
-	kind := engine.ClassifyHTTP(code)
-	err := &engine.Error{Kind: kind, Status: code}
+// adjust says what a 404 means for a check or a results request, and
+// reads the wait a gateway error may give in its details when there is no
+// Retry-After. SpeechKit's REST gateway answers errors as a
+// google.rpc.Status: {"code", "message", "details"}.
+func adjust(err *engine.Error, _ *http.Response, body []byte, what, detail string) {
 	switch {
-	case kind == engine.Unauthorized:
-		err.Message = "SpeechKit refused the credentials for the " + s.String() + ": " + detail
-	case s == stepOperation && code == http.StatusNotFound:
+	case what == stepOperation.String() && err.Status == http.StatusNotFound:
 		// The operation never existed or is gone: checking again cannot
 		// bring it back.
 		err.Message = "SpeechKit has no such operation: " + detail
-	case s == stepResults && code == http.StatusNotFound:
+	case what == stepResults.String() && err.Status == http.StatusNotFound:
 		err.Message = "SpeechKit has no results for the operation (it keeps them for 3 days): " + detail
-	case kind == engine.Rejected:
-		err.Message = "SpeechKit rejected the " + s.String() + ": " + detail
-	default:
-		err.Message = "SpeechKit cannot serve the " + s.String() + " now: " + detail
-		err.RetryAfter = engine.ParseRetryAfter(resp.Header.Get("Retry-After"), now)
-		if err.RetryAfter == 0 {
-			err.RetryAfter = retryDelay(body)
-		}
+	case !err.Kind.Permanent() && err.RetryAfter == 0:
+		err.RetryAfter = retryDelay(body)
 	}
-	return err
 }
 
 // retryDelay reads the google.rpc.RetryInfo a gateway error may carry in
@@ -559,79 +462,6 @@ func retryDelay(body []byte) time.Duration {
 		}
 	}
 	return 0
-}
-
-// validOperationID accepts the ids Yandex Cloud hands out and refuses
-// anything that could change the path of the check request.
-func validOperationID(id string) bool {
-	if id == "" || len(id) > maxOperationID {
-		return false
-	}
-	for _, r := range id {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// upload streams the request body through a pipe: the JSON around the
-// audio and the audio itself, base64-encoded on the fly. Memory use does not
-// depend on the size of the recording, and a late read by the transport
-// never touches a closed file.
-type upload struct {
-	body *io.PipeReader
-	src  *trackingReader
-	done chan struct{}
-}
-
-func startUpload(f io.Reader, prefix, suffix string) *upload {
-	pr, pw := io.Pipe()
-	up := &upload{body: pr, src: &trackingReader{r: f}, done: make(chan struct{})}
-	go func() {
-		defer close(up.done)
-		pw.CloseWithError(writeBody(pw, up.src, prefix, suffix))
-	}()
-	return up
-}
-
-func writeBody(w io.Writer, audio io.Reader, prefix, suffix string) error {
-	if _, err := io.WriteString(w, prefix); err != nil {
-		return err
-	}
-	enc := base64.NewEncoder(base64.StdEncoding, w)
-	if _, err := io.Copy(enc, audio); err != nil {
-		return err
-	}
-	// Close writes the last, padded quantum.
-	if err := enc.Close(); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, suffix)
-	return err
-}
-
-// stop ends the upload if the transport has not consumed it, waits for the
-// encoding goroutine and reports a failure to read the local file.
-func (u *upload) stop() error {
-	u.body.Close()
-	<-u.done
-	return u.src.err
-}
-
-// trackingReader remembers a read error of the source, which the pipe would
-// otherwise present to the caller as a network failure.
-type trackingReader struct {
-	r   io.Reader
-	err error
-}
-
-func (t *trackingReader) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if err != nil && err != io.EOF {
-		t.err = err
-	}
-	return n, err
 }
 
 // recognitionModel is RecognizeFileRequest.recognitionModel; the audio goes

@@ -166,17 +166,17 @@ func TestNew(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			if e.auth != tc.wantAuth || e.recognizeURL != tc.wantRecog || e.operationsURL != tc.wantOps ||
-				e.model != tc.wantModel || e.pollInterval != tc.wantPoll || e.folderID != tc.wantFolderID {
+			if e.http.Header.Get("Authorization") != tc.wantAuth || e.recognizeURL != tc.wantRecog || e.operationsURL != tc.wantOps ||
+				e.model != tc.wantModel || e.pollInterval != tc.wantPoll || e.http.Header.Get("x-folder-id") != tc.wantFolderID {
 				t.Errorf("engine = auth %q, recognize %q, operations %q, model %q, poll %v, folder %q; want %q, %q, %q, %q, %v, %q",
-					e.auth, e.recognizeURL, e.operationsURL, e.model, e.pollInterval, e.folderID,
+					e.http.Header.Get("Authorization"), e.recognizeURL, e.operationsURL, e.model, e.pollInterval, e.http.Header.Get("x-folder-id"),
 					tc.wantAuth, tc.wantRecog, tc.wantOps, tc.wantModel, tc.wantPoll, tc.wantFolderID)
 			}
 			if e.resultsURL != strings.TrimSuffix(e.recognizeURL, "recognizeFileAsync")+"getRecognition" {
 				t.Errorf("results URL = %q", e.resultsURL)
 			}
-			if e.client == nil || e.client.Timeout != 0 || e.client.CheckRedirect == nil {
-				t.Errorf("client = %+v; want one without overall timeout that does not follow redirects", e.client)
+			if e.http.HTTP == nil || e.http.HTTP.Timeout != 0 || e.http.HTTP.CheckRedirect == nil {
+				t.Errorf("client = %+v; want one without overall timeout that does not follow redirects", e.http.HTTP)
 			}
 		})
 	}
@@ -191,8 +191,8 @@ func TestNewDoesNotChangeCallersClient(t *testing.T) {
 	if client.CheckRedirect != nil {
 		t.Error("New changed the caller's client")
 	}
-	if e.client.Timeout != time.Minute {
-		t.Errorf("client timeout = %v; want the caller's", e.client.Timeout)
+	if e.http.HTTP.Timeout != time.Minute {
+		t.Errorf("client timeout = %v; want the caller's", e.http.HTTP.Timeout)
 	}
 }
 
@@ -986,7 +986,7 @@ func (u *untilQuote) Read(p []byte) (int, error) {
 func TestResponseTooLarge(t *testing.T) {
 	srv := newStandIn(t)
 	e := newEngine(t, srv)
-	e.maxResponse = 1024
+	e.http.MaxResponse = 1024
 	srv.FailNext("/operations/", 1, 200, `{"id":"e03abc","description":"`+strings.Repeat("a", 4096)+`"}`, "")
 	_, err := e.Check(context.Background(), "e03abc")
 	if ee := asEngineError(t, err); ee.Kind != engine.Unavailable || !strings.Contains(ee.Message, "larger than 1024 bytes") {
