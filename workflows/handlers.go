@@ -86,7 +86,18 @@ func (j *jobState) handle(ctx workflow.Context) error {
 			if ctx.Err() != nil {
 				return
 			}
-			if cb.OperationID != "" {
+			// A callback is only a hint to check now. One the job has no
+			// wait for is dropped with a record, so that a late or stray
+			// call is visible and the set stays as small as the job's
+			// operations.
+			switch {
+			case j.parked:
+				j.logger(ctx).Info("engine callback dropped", "operation_id", cb.OperationID,
+					"reason", "the job is failed or dead; a revive checks its operations anyway")
+			case !j.awaits(cb.OperationID):
+				j.logger(ctx).Info("engine callback dropped", "operation_id", cb.OperationID,
+					"reason", "the job waits for no such operation")
+			default:
 				j.called[cb.OperationID] = true
 			}
 		}

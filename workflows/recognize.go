@@ -74,10 +74,27 @@ func (j *jobState) recognize(ctx workflow.Context, p *Piece, chunk bool) error {
 			return err
 		}
 		if rec.Done {
+			delete(j.called, op)
 			p.recognized(rec)
 			return nil
 		}
 	}
+}
+
+// awaits reports whether the job waits for the engine operation now.
+func (j *jobState) awaits(op string) bool {
+	if op == "" {
+		return false
+	}
+	if j.s.OperationID == op {
+		return true
+	}
+	for _, c := range j.s.Chunks {
+		if c.OperationID == op {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Piece) recognized(rec activities.Recognition) {
