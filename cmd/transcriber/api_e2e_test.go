@@ -246,7 +246,9 @@ func TestHTTPAPIEndToEnd(t *testing.T) {
 			}
 		}
 		// Scenario: A job with a callback URL notifies it, signed, when it settles
-		waitFor(t, "signed webhook for the done job", func() bool { return hooks.event(id, "done") })
+		t.Run("webhook", func(t *testing.T) {
+			waitFor(t, "signed webhook for the done job", func() bool { return hooks.event(id, "done") })
+		})
 	})
 
 	// Scenario: Empty, oversized and non-audio uploads are refused before any job starts

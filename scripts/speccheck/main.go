@@ -1,6 +1,8 @@
 // Command speccheck fails when a scenario of openspec/specs has no test
 // that names it. A test names a scenario with a comment line
-// "// Scenario: <name>" directly above it, exactly as the spec spells it.
+// "// Scenario: <name>", exactly as the spec spells it, in the comment
+// directly above a Test function or a t.Run subtest; such a line anywhere
+// else is an error, since it would vouch for code that is not a test.
 package main
 
 import (
@@ -9,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -36,6 +39,7 @@ func run(root string) error {
 		return err
 	}
 	named := map[string]bool{}
+	var misplaced []string
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -46,11 +50,22 @@ func run(root string) error {
 		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		return eachLine(path, func(line string) {
-			if name, ok := strings.CutPrefix(strings.TrimSpace(line), "// Scenario:"); ok {
-				named[strings.TrimSpace(name)] = true
+		var lines []string
+		if err := eachLine(path, func(line string) { lines = append(lines, line) }); err != nil {
+			return err
+		}
+		for i, line := range lines {
+			name, ok := strings.CutPrefix(strings.TrimSpace(line), "// Scenario:")
+			if !ok {
+				continue
 			}
-		})
+			if !documentsTest(lines[i+1:]) {
+				misplaced = append(misplaced, fmt.Sprintf("%s:%d: %q", path, i+1, strings.TrimSpace(name)))
+				continue
+			}
+			named[strings.TrimSpace(name)] = true
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -71,6 +86,10 @@ func run(root string) error {
 	var msgs []string
 	if len(missing) > 0 {
 		msgs = append(msgs, "scenarios without a test naming them:\n  "+strings.Join(missing, "\n  "))
+	}
+	if len(misplaced) > 0 {
+		sort.Strings(misplaced)
+		msgs = append(msgs, "scenario lines outside the comment directly above a Test function or a t.Run subtest:\n  "+strings.Join(misplaced, "\n  "))
 	}
 	if len(unknown) > 0 {
 		msgs = append(msgs, "tests name scenarios that no spec has:\n  "+strings.Join(unknown, "\n  "))
@@ -94,4 +113,20 @@ func eachLine(path string, f func(string)) error {
 		f(sc.Text())
 	}
 	return sc.Err()
+}
+
+// testStart is the first line of a Test function (or a suite's Test
+// method) or of a subtest.
+var testStart = regexp.MustCompile(`^(func (\([^)]*\) )?Test\w*\(|\s*t\.Run\()`)
+
+// documentsTest reports whether the comment that the lines continue ends
+// directly above a test.
+func documentsTest(after []string) bool {
+	for _, l := range after {
+		if strings.HasPrefix(strings.TrimSpace(l), "//") {
+			continue
+		}
+		return testStart.MatchString(l)
+	}
+	return false
 }
