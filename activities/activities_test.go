@@ -581,3 +581,86 @@ func TestFetchOriginal(t *testing.T) {
 		})
 	}
 }
+
+// slowStore is a blob store that is not on this machine, as S3 is: steps
+// copy from it, and each read takes a while.
+type slowStore struct {
+	BlobStore
+	pause time.Duration
+	// copied is closed when a reader reaches the end.
+	copied chan struct{}
+	once   sync.Once
+}
+
+func (s *slowStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	r, err := s.BlobStore.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &slowReader{ReadCloser: r, s: s}, nil
+}
+
+type slowReader struct {
+	io.ReadCloser
+	s *slowStore
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	time.Sleep(r.s.pause)
+	n, err := r.ReadCloser.Read(p[:min(len(p), 4096)])
+	if err == io.EOF {
+		r.s.once.Do(func() { close(r.s.copied) })
+	}
+	return n, err
+}
+
+// Scenario: Steps heartbeat from their first byte, while the audio is still being copied
+func TestStepsHeartbeatWhileCopying(t *testing.T) {
+	testaudio.Require(t)
+	defer func(d time.Duration) { heartbeatEvery = d }(heartbeatEvery)
+	heartbeatEvery = 10 * time.Millisecond
+	tests := []struct {
+		name string
+		run  func(f *fixture, key string) error
+	}{
+		{"convert", func(f *fixture, key string) error {
+			_, err := f.env.ExecuteActivity(f.acts.Convert, ConvertInput{Call: schedule, OriginalKey: key, Engine: "fake"})
+			return err
+		}},
+		{"recognize", func(f *fixture, key string) error {
+			_, err := f.env.ExecuteActivity(f.acts.Recognize, RecognizeInput{Call: schedule, AudioKey: key, Engine: "fake"})
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			eng := &fakeEngine{format: audio.WAV16kMono, submit: func(context.Context, engine.Request) (engine.Submission, error) {
+				return engine.Submission{Result: &engine.Result{Text: "go forward ten meters"}}, nil
+			}}
+			f := newFixture(t, eng)
+			key := "jobs/default-test-workflow-id/original.ogg"
+			f.put(t, key, testaudio.VoiceNote(t, t.TempDir()))
+			slow := &slowStore{BlobStore: f.acts.Blobs, pause: 20 * time.Millisecond, copied: make(chan struct{})}
+			f.acts.Blobs = slow
+			var mu sync.Mutex
+			duringCopy := 0
+			f.env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) {
+				mu.Lock()
+				defer mu.Unlock()
+				select {
+				case <-slow.copied:
+				default:
+					duringCopy++
+				}
+			})
+			if err := tc.run(f, key); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if duringCopy == 0 {
+				t.Error("no heartbeat while the audio was copied out of the store; a long copy would lose the lease")
+			}
+		})
+	}
+}

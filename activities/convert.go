@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
-
-	"go.temporal.io/sdk/activity"
 
 	"github.com/transcriber/transcriber/internal/audio"
 	"github.com/transcriber/transcriber/internal/engine"
@@ -56,6 +55,13 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 		return ConvertOutput{}, err
 	}
 	defer cleanup()
+	// The step heartbeats from its first byte to its last: copying hours
+	// of audio from S3, probing and scanning for silences report no
+	// progress of their own, and a silent step loses its lease. Progress,
+	// where there is some, travels in the details.
+	var progress atomic.Int64
+	stop := heartbeatWith(ctx, heartbeatEvery, func() any { return time.Duration(progress.Load()) })
+	defer stop()
 
 	src, err := a.localCopy(ctx, in.OriginalKey, work)
 	if err != nil {
@@ -73,7 +79,7 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 	f := rec.Format()
 	dst := filepath.Join(work, "audio"+f.Ext)
 	duration, err := a.Audio.Convert(ctx, src, dst, f, func(done time.Duration) {
-		activity.RecordHeartbeat(ctx, done)
+		progress.Store(int64(done))
 	})
 	if err != nil {
 		return ConvertOutput{}, err
@@ -86,7 +92,7 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 	if err := a.putFile(ctx, key, dst); err != nil {
 		return ConvertOutput{}, err
 	}
-	chunks, err := a.split(ctx, rec, dst, duration, work)
+	chunks, err := a.split(ctx, rec, dst, duration, work, &progress)
 	if err != nil {
 		return ConvertOutput{}, err
 	}
@@ -104,7 +110,7 @@ const sizeMargin = 0.9
 // split cuts the converted audio into chunks when it exceeds the engine's
 // limits or the configured chunk length, cutting inside pauses. A chunk
 // that still comes out over the byte limit is planned again, shorter.
-func (a *Activities) split(ctx context.Context, rec Recognizer, path string, duration time.Duration, work string) ([]Chunk, error) {
+func (a *Activities) split(ctx context.Context, rec Recognizer, path string, duration time.Duration, work string, progress *atomic.Int64) ([]Chunk, error) {
 	var lim engine.Limits
 	if l, ok := rec.(engine.Limiter); ok {
 		lim = l.Limits()
@@ -164,7 +170,7 @@ func (a *Activities) split(ctx context.Context, rec Recognizer, path string, dur
 		}
 		_ = os.Remove(out)
 		chunks = append(chunks, chunk)
-		activity.RecordHeartbeat(ctx, span.Offset+span.Duration)
+		progress.Store(int64(span.Offset + span.Duration))
 	}
 	return chunks, nil
 }

@@ -75,12 +75,14 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 		return Recognition{}, err
 	}
 	defer cleanup()
+	// From the first byte: the copy of the audio out of the store can take
+	// longer than the heartbeat timeout.
+	stop := heartbeat(ctx, heartbeatEvery)
+	defer stop()
 	path, err := a.localCopy(ctx, in.AudioKey, work)
 	if err != nil {
 		return Recognition{}, err
 	}
-	stop := heartbeat(ctx, heartbeatEvery)
-	defer stop()
 	start := time.Now()
 	sub, err := rec.Submit(ctx, engine.Request{
 		AudioPath: path, Language: in.Language, Prompt: in.Prompt, Duration: in.Duration,
