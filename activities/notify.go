@@ -33,13 +33,6 @@ const (
 	DeliveryHeader = "X-Transcriber-Delivery"
 )
 
-// Error types of the notify step that end its retries: the receiver said no
-// for good, or this worker cannot sign.
-const (
-	ErrTypeWebhookRefused       = "webhook_refused"
-	ErrTypeWebhookNotConfigured = "webhook_not_configured"
-)
-
 // maxRetryAfter caps the wait a receiver may ask for between attempts.
 const maxRetryAfter = 10 * time.Minute
 
@@ -126,18 +119,18 @@ func CheckCallbackURL(u string) error {
 func (n *Notifier) Notify(ctx context.Context, in NotifyInput) error {
 	if len(n.Secret) == 0 {
 		return temporal.NewNonRetryableApplicationError(
-			"webhooks are off on this worker: set TRANSCRIBER_WEBHOOK_SECRET", ErrTypeWebhookNotConfigured, nil)
+			"webhooks are off on this worker: set TRANSCRIBER_WEBHOOK_SECRET", string(job.WebhookNotConfigured), nil)
 	}
 	if err := CheckCallbackURL(in.URL); err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeWebhookRefused, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), string(job.WebhookRefused), nil)
 	}
 	body, err := json.Marshal(in.Event)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("encode event: "+err.Error(), ErrTypeWebhookRefused, nil)
+		return temporal.NewNonRetryableApplicationError("encode event: "+err.Error(), string(job.WebhookRefused), nil)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.URL, bytes.NewReader(body))
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("callback request: "+err.Error(), ErrTypeWebhookRefused, nil)
+		return temporal.NewNonRetryableApplicationError("callback request: "+err.Error(), string(job.WebhookRefused), nil)
 	}
 	info := activity.GetInfo(ctx)
 	req.Header.Set("Content-Type", "application/json")
@@ -171,7 +164,7 @@ func (n *Notifier) Notify(ctx context.Context, in NotifyInput) error {
 			})
 	default:
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("callback to %s answered %d", req.URL.Host, code), ErrTypeWebhookRefused, nil)
+			fmt.Sprintf("callback to %s answered %d", req.URL.Host, code), string(job.WebhookRefused), nil)
 	}
 }
 

@@ -39,16 +39,6 @@ type Outcome struct {
 	Failure   *job.Failure
 }
 
-// Reasons a reply could not be delivered; the label of
-// transcriber_replies_undelivered_total.
-const (
-	UndeliveredIntakeNotRunning = "intake_not_running"
-	UndeliveredRecipientMissing = "recipient_missing"
-	// The sender's service refused the reply for good: the bot was blocked,
-	// the chat is gone.
-	UndeliveredRecipientRefused = "recipient_refused"
-)
-
 // ExpectsReply reports whether the sender of a job from source waits for a
 // reply. The command line prints the outcome itself and HTTP clients fetch
 // it. The workflow asks this too, to skip a step with nothing to do.
@@ -65,11 +55,11 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 	}
 	r, ok := a.Repliers[in.Source]
 	if !ok {
-		a.undelivered(ctx, in.Source, UndeliveredIntakeNotRunning)
+		a.undelivered(ctx, in.Source, job.UndeliveredIntakeNotRunning)
 		return nil
 	}
 	if in.Recipient == nil || in.Recipient.ChatID == 0 {
-		a.undelivered(ctx, in.Source, UndeliveredRecipientMissing)
+		a.undelivered(ctx, in.Source, job.UndeliveredRecipientMissing)
 		return nil
 	}
 	out := Outcome{JobID: in.JobID, Recipient: *in.Recipient, State: in.State, Failure: in.Failure}
@@ -94,7 +84,7 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 	stop()
 	var sf serviceFailure
 	if err != nil && ctx.Err() == nil && errors.As(err, &sf) && !sf.Temporary() {
-		a.undelivered(ctx, in.Source, UndeliveredRecipientRefused)
+		a.undelivered(ctx, in.Source, job.UndeliveredRecipientRefused)
 		return nil
 	}
 	return classify(ctx, in.Call, err)
@@ -116,14 +106,14 @@ func (a *Activities) readTranscript(ctx context.Context, key string) (transcript
 // undelivered records a reply that will not reach its sender: a WARN for
 // the configurations that explain it, an ERROR for a job that lacks its
 // chat, which only a damaged record can. Never the text.
-func (a *Activities) undelivered(ctx context.Context, source job.Source, reason string) {
+func (a *Activities) undelivered(ctx context.Context, source job.Source, reason job.Undelivered) {
 	if a.Metrics != nil {
-		a.Metrics.RepliesUndelivered.WithLabelValues(reason).Inc()
+		a.Metrics.RepliesUndelivered.WithLabelValues(string(reason)).Inc()
 	}
 	log := activity.GetLogger(ctx)
-	if reason == UndeliveredRecipientMissing {
-		log.Error("reply undelivered", "source", string(source), "reason", reason)
+	if reason == job.UndeliveredRecipientMissing {
+		log.Error("reply undelivered", "source", string(source), "reason", string(reason))
 		return
 	}
-	log.Warn("reply undelivered", "source", string(source), "reason", reason)
+	log.Warn("reply undelivered", "source", string(source), "reason", string(reason))
 }

@@ -27,7 +27,7 @@ var notifyRetry = &temporal.RetryPolicy{
 	BackoffCoefficient:     2,
 	MaximumInterval:        5 * time.Minute,
 	MaximumAttempts:        12,
-	NonRetryableErrorTypes: []string{activities.ErrTypeWebhookRefused, activities.ErrTypeWebhookNotConfigured},
+	NonRetryableErrorTypes: errorTypes(job.WebhookErrors()),
 }
 
 // notify tells the job's callback URL that the job settled as done, failed

@@ -17,10 +17,6 @@ import (
 // openAIFormats are the response_format values of OpenAI's endpoint.
 var openAIFormats = []string{"json", "text", "srt", "vtt", "verbose_json"}
 
-// inputVerdicts are failures caused by the recording itself; OpenAI
-// answers those with 400.
-var inputVerdicts = []job.Kind{job.EmptyAudio, job.UnsupportedFormat, job.TooLong, job.NoSpeech}
-
 // openAITranscription is POST /v1/audio/transcriptions as OpenAI serves
 // it: a multipart form with file and model, the transcript in the answer.
 // A job that takes longer than the configured wait is answered with 202
@@ -120,7 +116,8 @@ func failedError(id string, st workflows.Status) *apiError {
 	if f := st.Failure; f != nil {
 		e.code = string(f.Kind)
 		e.message = fmt.Sprintf("job %s is %s (%s at %s): %s", id, st.State, f.Kind, f.Step, f.Message)
-		if slices.Contains(inputVerdicts, f.Kind) {
+		// OpenAI answers a recording at fault with 400.
+		if f.Kind.BlamesInput() {
 			e.status = http.StatusBadRequest
 		}
 	}
