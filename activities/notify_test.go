@@ -142,7 +142,7 @@ func TestNotifyErrorClassification(t *testing.T) {
 	}
 }
 
-func TestCheckCallbackURL(t *testing.T) {
+func TestCheckWebhookURL(t *testing.T) {
 	for u, ok := range map[string]bool{
 		"https://example.com/hook":             true,
 		"http://127.0.0.1:8080/x?y=1":          true,
@@ -153,8 +153,8 @@ func TestCheckCallbackURL(t *testing.T) {
 		"https://" + strings.Repeat("a", 2100): false,
 		"http://":                              false,
 	} {
-		if err := CheckCallbackURL(u); (err == nil) != ok {
-			t.Errorf("CheckCallbackURL(%.40q) = %v; want ok %v", u, err, ok)
+		if err := CheckWebhookURL(u); (err == nil) != ok {
+			t.Errorf("CheckWebhookURL(%.40q) = %v; want ok %v", u, err, ok)
 		}
 	}
 }

@@ -117,7 +117,7 @@ func newJob(ctx workflow.Context, in Input) *jobState {
 		AcceptedAt: accepted,
 		UpdatedAt:  now,
 
-		CallbackURL: in.CallbackURL,
+		WebhookURL: in.WebhookURL,
 	}}
 }
 

@@ -234,7 +234,7 @@ var settings = []setting{
 			c.APIWait, err = time.ParseDuration(strings.TrimSpace(v))
 			return err
 		}},
-	{"TRANSCRIBER_WEBHOOK_SECRET", "", "", "key that signs webhooks to callback URLs (HMAC-SHA256); unset refuses callback URLs (environment only)",
+	{"TRANSCRIBER_WEBHOOK_SECRET", "", "", "key that signs webhooks to the jobs' webhook URLs (HMAC-SHA256); unset refuses webhook URLs (environment only)",
 		func(c *Config, v string) error { c.WebhookSecret = strings.TrimSpace(v); return nil }},
 	{"TRANSCRIBER_LOG_LEVEL", "log-level", "info", "debug, info, warn or error",
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},

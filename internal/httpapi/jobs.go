@@ -33,7 +33,7 @@ var (
 
 // submission is what a request asks for besides the recording.
 type submission struct {
-	key, engine, language, callback, prompt string
+	key, engine, language, webhook, prompt string
 }
 
 // maxPrompt bounds a prompt: OpenAI reads about 224 tokens of it, a few
@@ -61,11 +61,12 @@ func (a *API) checkSubmission(s submission) *apiError {
 	if s.engine != "" && !slices.Contains(a.opts.Engines, s.engine) {
 		return errBadRequest("invalid_engine", fmt.Sprintf("engine %q is not one of %s", s.engine, strings.Join(a.opts.Engines, ", ")))
 	}
-	if s.callback != "" {
-		if !a.opts.Callbacks {
+	if s.webhook != "" {
+		// The error codes keep the field's first name: clients match them.
+		if !a.opts.Webhooks {
 			return errBadRequest("callbacks_disabled", "this server sends no webhooks: its owner must set TRANSCRIBER_WEBHOOK_SECRET")
 		}
-		if err := activities.CheckCallbackURL(s.callback); err != nil {
+		if err := activities.CheckWebhookURL(s.webhook); err != nil {
 			return errBadRequest("invalid_callback_url", err.Error())
 		}
 	}
@@ -74,6 +75,16 @@ func (a *API) checkSubmission(s submission) *apiError {
 
 // accept turns a received upload into a job: the same id for the same
 // bytes, the recording stored before the job starts.
+// webhookURL reads where a job's webhook goes: webhook_url, or
+// callback_url, the field's first name, which clients written for it keep
+// sending. Given both, webhook_url counts.
+func webhookURL(field func(name string) string) string {
+	if u := field("webhook_url"); u != "" {
+		return u
+	}
+	return field("callback_url")
+}
+
 func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, existing bool, apiErr *apiError) {
 	engine, fallback := a.opts.Engine(s.engine, s.language)
 	hash := hex.EncodeToString(u.sha256)
@@ -108,15 +119,15 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		return "", false, storageError(err)
 	}
 	in := workflows.Input{
-		Source:      job.SourceHTTP,
-		Original:    workflows.Original{Key: key, Ext: u.ext, Name: u.name, MIME: u.mime, Size: u.size},
-		Engine:      engine,
-		Fallback:    fallback,
-		Language:    s.language,
-		Prompt:      s.prompt,
-		Policy:      a.opts.Policy,
-		AcceptedAt:  time.Now(),
-		CallbackURL: s.callback,
+		Source:     job.SourceHTTP,
+		Original:   workflows.Original{Key: key, Ext: u.ext, Name: u.name, MIME: u.mime, Size: u.size},
+		Engine:     engine,
+		Fallback:   fallback,
+		Language:   s.language,
+		Prompt:     s.prompt,
+		Policy:     a.opts.Policy,
+		AcceptedAt: time.Now(),
+		WebhookURL: s.webhook,
 	}
 	existing, err = a.opts.Jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, ContentSHA256: hash, Rerun: rerun})
 	switch {
@@ -126,7 +137,7 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		return "", false, errUnavailable(err)
 	}
 	if !existing {
-		a.log.Info("job accepted", "job_id", id, "bytes", u.size, "engine", engine, "webhook", s.callback != "")
+		a.log.Info("job accepted", "job_id", id, "bytes", u.size, "engine", engine, "webhook", s.webhook != "")
 	}
 	return id, existing, nil
 }
@@ -164,7 +175,7 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	if apiErr := a.checkSubmission(submission{engine: q.Get("engine"), language: q.Get("language"), callback: q.Get("callback_url")}); apiErr != nil {
+	if apiErr := a.checkSubmission(submission{engine: q.Get("engine"), language: q.Get("language"), webhook: webhookURL(q.Get)}); apiErr != nil {
 		writeError(w, apiErr)
 		return
 	}
@@ -174,7 +185,7 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer u.remove()
-	s := submission{key: key, engine: u.field(r, "engine"), language: u.field(r, "language"), callback: u.field(r, "callback_url"), prompt: u.field(r, "prompt")}
+	s := submission{key: key, engine: u.field(r, "engine"), language: u.field(r, "language"), webhook: webhookURL(func(name string) string { return u.field(r, name) }), prompt: u.field(r, "prompt")}
 	if apiErr := a.checkSubmission(s); apiErr != nil {
 		writeError(w, apiErr)
 		return
