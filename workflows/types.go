@@ -64,17 +64,9 @@ type Policy struct {
 	Retain time.Duration `json:"retain,omitempty"`
 }
 
-// Defaults of Policy, from the recording-lifecycle specification: waits of
-// 30 s, 2 min, 10 min and 30 min, the fifth failure gives up.
-var (
-	DefaultBackoff     = []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}
-	DefaultMaxAttempts = 5
-	DefaultParkFor     = 30 * 24 * time.Hour
-)
-
-// DefaultPolicy returns the default Policy.
+// DefaultPolicy returns the default Policy (see job.DefaultBackoff).
 func DefaultPolicy() Policy {
-	return Policy{Backoff: append([]time.Duration(nil), DefaultBackoff...), MaxAttempts: DefaultMaxAttempts, ParkFor: DefaultParkFor}
+	return Policy{Backoff: job.DefaultBackoff(), MaxAttempts: job.DefaultMaxAttempts, ParkFor: job.DefaultParkFor}
 }
 
 // Status is the state of a job, as the status query returns it.

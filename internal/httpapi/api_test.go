@@ -356,7 +356,7 @@ func TestCreateJobIdempotency(t *testing.T) {
 	fj := h.jobs.jobs["http-order-42"]
 	sum := sha256.Sum256(ogg)
 	if fj.hash != hex.EncodeToString(sum[:]) || fj.in.Source != job.SourceHTTP || fj.in.Original.Size != int64(len(ogg)) ||
-		fj.in.Original.MIME != "audio/ogg" || fj.in.Engine != "local" || fj.in.Policy.MaxAttempts != workflows.DefaultMaxAttempts {
+		fj.in.Original.MIME != "audio/ogg" || fj.in.Engine != "local" || fj.in.Policy.MaxAttempts != job.DefaultMaxAttempts {
 		t.Errorf("started job = %+v, hash %s", fj.in, fj.hash)
 	}
 	stored, err := h.blobs.Open(context.Background(), fj.in.Original.Key)
