@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode"
+
+	"github.com/transcriber/transcriber/internal/job"
 )
 
 // Helpers that every HTTP engine needs in the same way.
@@ -108,19 +110,9 @@ func PrimaryLanguage(tag string) string {
 	return tag
 }
 
-// IsLanguageCode reports whether s looks like an ISO 639 code (two or
-// three lower-case letters).
-func IsLanguageCode(s string) bool {
-	if len(s) < 2 || len(s) > 3 {
-		return false
-	}
-	for _, r := range s {
-		if r < 'a' || r > 'z' {
-			return false
-		}
-	}
-	return true
-}
+// IsLanguageCode reports whether s is a bare ISO 639 code; engines ask it
+// of a provider's answer. The check is the job's (job.IsLanguageCode).
+func IsLanguageCode(s string) bool { return job.IsLanguageCode(s) }
 
 // CallbackHeader carries the token of an engine's callback to this
 // service, for providers that let the caller choose a header.

@@ -26,10 +26,7 @@ import (
 // IdempotencyHeader names the request header whose value names the job.
 const IdempotencyHeader = "Idempotency-Key"
 
-var (
-	idempotencyKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$`)
-	languagePattern       = regexp.MustCompile(`^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`)
-)
+var idempotencyKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$`)
 
 // submission is what a request asks for besides the recording.
 type submission struct {
@@ -52,8 +49,8 @@ func checkKey(r *http.Request) (string, *apiError) {
 }
 
 func (a *API) checkSubmission(s submission) *apiError {
-	if s.language != "" && !languagePattern.MatchString(s.language) {
-		return errBadRequest("invalid_language", fmt.Sprintf("language %q is not a language code such as en or ru", s.language))
+	if err := job.CheckLanguage(s.language); err != nil {
+		return errBadRequest("invalid_language", err.Error())
 	}
 	if len(s.prompt) > maxPrompt {
 		return errBadRequest("invalid_prompt", fmt.Sprintf("prompt is %d bytes; at most %d are accepted", len(s.prompt), maxPrompt))
