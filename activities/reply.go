@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 
 	"go.temporal.io/sdk/activity"
@@ -64,7 +63,7 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 	}
 	out := Outcome{JobID: in.JobID, Recipient: *in.Recipient, State: in.State, Failure: in.Failure}
 	if in.State == job.Done {
-		doc, err := a.readTranscript(ctx, in.TranscriptKey)
+		doc, err := transcript.Load(ctx, a.Blobs, in.TranscriptKey)
 		if err != nil {
 			return classify(ctx, in.Call, err)
 		}
@@ -88,19 +87,6 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 		return nil
 	}
 	return classify(ctx, in.Call, err)
-}
-
-func (a *Activities) readTranscript(ctx context.Context, key string) (transcript.Document, error) {
-	r, err := a.Blobs.Open(ctx, key)
-	if err != nil {
-		return transcript.Document{}, err
-	}
-	defer r.Close()
-	doc, err := transcript.Decode(r)
-	if err != nil {
-		return transcript.Document{}, fmt.Errorf("transcript %s: %w", key, err)
-	}
-	return doc, nil
 }
 
 // undelivered records a reply that will not reach its sender: a WARN for

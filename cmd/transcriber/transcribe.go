@@ -297,7 +297,7 @@ func queryStatus(ctx context.Context, c client.Client, id string) (workflows.Sta
 }
 
 func printTranscript(ctx context.Context, w io.Writer, blobs blob.Store, key, format string) error {
-	doc, err := readTranscript(ctx, blobs, key)
+	doc, err := transcript.Load(ctx, blobs, key)
 	if err != nil {
 		return err
 	}

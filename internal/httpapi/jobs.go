@@ -366,21 +366,14 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, listBody{Jobs: list, NextPageToken: base64.RawURLEncoding.EncodeToString(next)})
 }
 
-// transcriptTypes are the media types of the transcript formats.
-var transcriptTypes = map[string]string{
-	"txt":  "text/plain; charset=utf-8",
-	"srt":  "application/x-subrip; charset=utf-8",
-	"vtt":  "text/vtt; charset=utf-8",
-	"json": "application/json",
-}
-
 func (a *API) getTranscript(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	format := r.URL.Query().Get("format")
 	if format == "" {
 		format = "txt"
 	}
-	if _, ok := transcriptTypes[format]; !ok {
+	mediaType, ok := transcript.MediaType(format)
+	if !ok {
 		writeError(w, errBadRequest("invalid_format", fmt.Sprintf("format %q is not one of %s", format, strings.Join(transcript.Formats, ", "))))
 		return
 	}
@@ -399,24 +392,15 @@ func (a *API) getTranscript(w http.ResponseWriter, r *http.Request) {
 			message: fmt.Sprintf("the recordings and transcript of job %s were removed at %s, after the retention period", id, st.RemovedAt.Format(time.RFC3339))})
 		return
 	}
-	doc, err := a.readTranscript(r.Context(), st.TranscriptKey)
+	doc, err := transcript.Load(r.Context(), a.opts.Blobs, st.TranscriptKey)
 	if err != nil {
 		writeError(w, &apiError{status: http.StatusInternalServerError, code: "storage_error",
 			message: fmt.Sprintf("the transcript of job %s cannot be read from this server's store", id)})
 		a.log.Error("transcript unreadable", "job_id", id, "error", err)
 		return
 	}
-	w.Header().Set("Content-Type", transcriptTypes[format])
+	w.Header().Set("Content-Type", mediaType)
 	_ = transcript.Render(w, doc, format)
-}
-
-func (a *API) readTranscript(ctx context.Context, key string) (transcript.Document, error) {
-	rc, err := a.opts.Blobs.Open(ctx, key)
-	if err != nil {
-		return transcript.Document{}, err
-	}
-	defer rc.Close()
-	return transcript.Decode(rc)
 }
 
 type reviveBody struct {

@@ -85,7 +85,7 @@ func (a *API) openAITranscription(w http.ResponseWriter, r *http.Request) {
 	}
 	switch st.State {
 	case job.Done:
-		doc, err := a.readTranscript(r.Context(), st.TranscriptKey)
+		doc, err := transcript.Load(r.Context(), a.opts.Blobs, st.TranscriptKey)
 		if err != nil {
 			a.log.Error("transcript unreadable", "job_id", id, "error", err)
 			writeError(w, &apiError{status: http.StatusInternalServerError, code: "storage_error",
@@ -164,7 +164,8 @@ func writeOpenAI(w http.ResponseWriter, doc transcript.Document, format, languag
 		if f == "text" {
 			f = "txt"
 		}
-		w.Header().Set("Content-Type", transcriptTypes[f])
+		mediaType, _ := transcript.MediaType(f)
+		w.Header().Set("Content-Type", mediaType)
 		_ = transcript.Render(w, doc, f)
 	}
 }
