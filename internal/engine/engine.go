@@ -96,9 +96,6 @@ const (
 	Unreachable = job.NoAck
 )
 
-// Kinds lists the kinds engines report.
-func Kinds() []Kind { return []Kind{Rejected, Unauthorized, OperationFailed, Unavailable, Unreachable} }
-
 // Error is an engine failure with its classification.
 type Error struct {
 	Kind Kind

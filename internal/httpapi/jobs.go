@@ -70,8 +70,6 @@ func (a *API) checkSubmission(s submission) *apiError {
 	return nil
 }
 
-// accept turns a received upload into a job: the same id for the same
-// bytes, the recording stored before the job starts.
 // webhookURL reads where a job's webhook goes: webhook_url, or
 // callback_url, the field's first name, which clients written for it keep
 // sending. Given both, webhook_url counts.
@@ -82,6 +80,8 @@ func webhookURL(field func(name string) string) string {
 	return field("callback_url")
 }
 
+// accept turns a received upload into a job: the same id for the same
+// bytes, the recording stored before the job starts.
 func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, existing bool, apiErr *apiError) {
 	engine, fallback := a.opts.Engine(s.engine, s.language)
 	hash := hex.EncodeToString(u.sha256)
