@@ -1,6 +1,9 @@
 package workflows
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -36,5 +39,49 @@ func TestNonRetryableErrorTypes(t *testing.T) {
 		if got := slices.Contains(p.retryPolicy().NonRetryableErrorTypes, string(k)); got != k.Verdict() {
 			t.Errorf("%s: never retried = %v; want its Verdict(), %v", k, got, k.Verdict())
 		}
+	}
+}
+
+// The error types in recorded histories are declared kinds: a kind that
+// running jobs carry cannot be dropped from the vocabulary unnoticed.
+func TestRecordedErrorTypesAreDeclared(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("histories: %v, %v", files, err)
+	}
+	seen := 0
+	var walk func(name string, v any)
+	walk = func(name string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if info, ok := v["applicationFailureInfo"].(map[string]any); ok {
+				typ, _ := info["type"].(string)
+				seen++
+				if !job.Kind(typ).Declared() && !slices.Contains(job.WebhookErrors(), job.WebhookError(typ)) {
+					t.Errorf("%s: error type %q is not declared in internal/job", name, typ)
+				}
+			}
+			for _, e := range v {
+				walk(name, e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(name, e)
+			}
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		walk(filepath.Base(f), v)
+	}
+	if seen == 0 {
+		t.Error("no application failures in the recorded histories; the test reads nothing")
 	}
 }
