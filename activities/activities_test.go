@@ -394,7 +394,7 @@ func TestSendReply(t *testing.T) {
 		name       string
 		reply      Reply
 		replier    bool
-		wantReason string
+		wantReason job.Undelivered
 		wantLevel  string
 		delivered  int
 	}{
@@ -402,8 +402,8 @@ func TestSendReply(t *testing.T) {
 		// Whether a reply is expected follows from the recipient, not from
 		// the source.
 		{"a job without a recipient expects no reply, whatever its source", done, true, "", "", 0},
-		{"intake not running", withRecipient(done), false, UndeliveredIntakeNotRunning, "WARN", 0},
-		{"recipient without an address", withAddress(done, ""), true, UndeliveredRecipientMissing, "ERROR", 0},
+		{"intake not running", withRecipient(done), false, job.UndeliveredIntakeNotRunning, "WARN", 0},
+		{"recipient without an address", withAddress(done, ""), true, job.UndeliveredRecipientMissing, "ERROR", 0},
 		{"delivered", withRecipient(done), true, "", "", 1},
 	}
 	for _, tc := range tests {
@@ -420,19 +420,19 @@ func TestSendReply(t *testing.T) {
 			if len(rr.outcomes) != tc.delivered {
 				t.Errorf("delivered %d replies; want %d", len(rr.outcomes), tc.delivered)
 			}
-			for _, reason := range []string{UndeliveredIntakeNotRunning, UndeliveredRecipientMissing} {
+			for _, reason := range []job.Undelivered{job.UndeliveredIntakeNotRunning, job.UndeliveredRecipientMissing} {
 				want := 0.0
 				if reason == tc.wantReason {
 					want = 1
 				}
-				if got := testutil.ToFloat64(f.acts.Metrics.RepliesUndelivered.WithLabelValues(reason)); got != want {
+				if got := testutil.ToFloat64(f.acts.Metrics.RepliesUndelivered.WithLabelValues(string(reason))); got != want {
 					t.Errorf("undelivered{%s} = %v; want %v", reason, got, want)
 				}
 			}
 			logs := f.logs.String()
 			if tc.wantReason != "" {
 				if !strings.Contains(logs, "level="+tc.wantLevel+" msg=\"reply undelivered\"") ||
-					!strings.Contains(logs, "job_id=default-test-workflow-id step=SendReply") || !strings.Contains(logs, "reason="+tc.wantReason) {
+					!strings.Contains(logs, "job_id=default-test-workflow-id step=SendReply") || !strings.Contains(logs, "reason="+string(tc.wantReason)) {
 					t.Errorf("log lacks a %s record with job id and reason:\n%s", tc.wantLevel, logs)
 				}
 			} else if strings.Contains(logs, "undelivered") {
@@ -493,10 +493,10 @@ func TestSendReplyRefusedByService(t *testing.T) {
 		name       string
 		err        error
 		wantErr    bool
-		wantReason string
+		wantReason job.Undelivered
 		wantDelay  time.Duration
 	}{
-		{"blocked by the user", serviceErr{temporary: false}, false, UndeliveredRecipientRefused, 0},
+		{"blocked by the user", serviceErr{temporary: false}, false, job.UndeliveredRecipientRefused, 0},
 		{"rate limited", serviceErr{temporary: true, delay: 45 * time.Second}, true, "", 45 * time.Second},
 	}
 	for _, tc := range tests {
@@ -513,7 +513,7 @@ func TestSendReplyRefusedByService(t *testing.T) {
 					t.Errorf("error = %v (delay %v); want %s retried after %v", err, appErr.NextRetryDelay(), job.ServiceError, tc.wantDelay)
 				}
 			}
-			if tc.wantReason != "" && testutil.ToFloat64(f.acts.Metrics.RepliesUndelivered.WithLabelValues(tc.wantReason)) != 1 {
+			if tc.wantReason != "" && testutil.ToFloat64(f.acts.Metrics.RepliesUndelivered.WithLabelValues(string(tc.wantReason))) != 1 {
 				t.Errorf("undelivered{%s} not counted", tc.wantReason)
 			}
 		})

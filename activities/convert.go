@@ -11,6 +11,7 @@ import (
 	"github.com/transcriber/transcriber/internal/audio"
 	"github.com/transcriber/transcriber/internal/engine"
 	"github.com/transcriber/transcriber/internal/job"
+	"go.temporal.io/sdk/activity"
 )
 
 // ConvertInput names the original recording and the engine that will hear it.
@@ -80,6 +81,7 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 	dst := filepath.Join(work, "audio"+f.Ext)
 	duration, err := a.Audio.Convert(ctx, src, dst, f, func(done time.Duration) {
 		progress.Store(int64(done))
+		activity.RecordHeartbeat(ctx, done)
 	})
 	if err != nil {
 		return ConvertOutput{}, err

@@ -47,11 +47,10 @@ func classify(ctx context.Context, call Call, err error) error {
 		return verdict(kind, in.Error())
 	}
 	if e, ok := engine.AsError(err); ok {
-		kind := job.Kind(e.Kind)
-		if e.Kind.Permanent() {
-			return verdict(kind, e.Error())
+		if e.Kind.Verdict() {
+			return verdict(e.Kind, e.Error())
 		}
-		return retry(ctx, call, kind, e.Error(), e.RetryAfter)
+		return retry(ctx, call, e.Kind, e.Error(), e.RetryAfter)
 	}
 	var ve verdictError
 	if errors.As(err, &ve) {

@@ -33,13 +33,6 @@ const (
 	DeliveryHeader = "X-Transcriber-Delivery"
 )
 
-// Error types of the notify step that end its retries: the receiver said no
-// for good, or this worker cannot sign.
-const (
-	ErrTypeWebhookRefused       = "webhook_refused"
-	ErrTypeWebhookNotConfigured = "webhook_not_configured"
-)
-
 // maxRetryAfter caps the wait a receiver may ask for between attempts.
 const maxRetryAfter = 10 * time.Minute
 
@@ -101,43 +94,43 @@ func Sign(secret, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// CheckCallbackURL reports why u cannot receive webhooks, or nil.
-func CheckCallbackURL(u string) error {
+// CheckWebhookURL reports why u cannot receive webhooks, or nil.
+func CheckWebhookURL(u string) error {
 	p, err := url.Parse(u)
 	switch {
 	case err != nil:
-		return fmt.Errorf("callback_url is not a URL: %w", err)
+		return fmt.Errorf("webhook URL is not a URL: %w", err)
 	case p.Scheme != "http" && p.Scheme != "https":
-		return errors.New("callback_url must be an http or https URL")
+		return errors.New("webhook URL must be an http or https URL")
 	case p.Host == "":
-		return errors.New("callback_url has no host")
+		return errors.New("webhook URL has no host")
 	case p.User != nil:
-		return errors.New("callback_url must not carry a user name or password")
+		return errors.New("webhook URL must not carry a user name or password")
 	case len(u) > 2048:
-		return errors.New("callback_url is longer than 2048 bytes")
+		return errors.New("webhook URL is longer than 2048 bytes")
 	}
 	return nil
 }
 
-// Notify posts the event to the callback URL, signed. A 2xx answer is a
+// Notify posts the event to the webhook URL, signed. A 2xx answer is a
 // delivery; 408, 429, 5xx and network errors are retried on the workflow's
 // back-off (a Retry-After is honoured, up to a cap); any other answer ends
 // the retries. The job's outcome never depends on it.
 func (n *Notifier) Notify(ctx context.Context, in NotifyInput) error {
 	if len(n.Secret) == 0 {
 		return temporal.NewNonRetryableApplicationError(
-			"webhooks are off on this worker: set TRANSCRIBER_WEBHOOK_SECRET", ErrTypeWebhookNotConfigured, nil)
+			"webhooks are off on this worker: set TRANSCRIBER_WEBHOOK_SECRET", string(job.WebhookNotConfigured), nil)
 	}
-	if err := CheckCallbackURL(in.URL); err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeWebhookRefused, nil)
+	if err := CheckWebhookURL(in.URL); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), string(job.WebhookRefused), nil)
 	}
 	body, err := json.Marshal(in.Event)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("encode event: "+err.Error(), ErrTypeWebhookRefused, nil)
+		return temporal.NewNonRetryableApplicationError("encode event: "+err.Error(), string(job.WebhookRefused), nil)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.URL, bytes.NewReader(body))
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("callback request: "+err.Error(), ErrTypeWebhookRefused, nil)
+		return temporal.NewNonRetryableApplicationError("webhook request: "+err.Error(), string(job.WebhookRefused), nil)
 	}
 	info := activity.GetInfo(ctx)
 	req.Header.Set("Content-Type", "application/json")
@@ -154,7 +147,7 @@ func (n *Notifier) Notify(ctx context.Context, in NotifyInput) error {
 		// The URL may carry a token in its query; the error names only the
 		// host.
 		return temporal.NewApplicationErrorWithOptions(
-			fmt.Sprintf("callback to %s: %v", req.URL.Host, unwrapURLError(err)), string(job.ServiceError),
+			fmt.Sprintf("webhook to %s: %v", req.URL.Host, unwrapURLError(err)), string(job.ServiceError),
 			temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -164,14 +157,14 @@ func (n *Notifier) Notify(ctx context.Context, in NotifyInput) error {
 		return nil
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
 		return temporal.NewApplicationErrorWithOptions(
-			fmt.Sprintf("callback to %s answered %d", req.URL.Host, code), string(job.ServiceError),
+			fmt.Sprintf("webhook to %s answered %d", req.URL.Host, code), string(job.ServiceError),
 			temporal.ApplicationErrorOptions{
 				Category:       temporal.ApplicationErrorCategoryBenign,
 				NextRetryDelay: retryAfter(resp.Header.Get("Retry-After")),
 			})
 	default:
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("callback to %s answered %d", req.URL.Host, code), ErrTypeWebhookRefused, nil)
+			fmt.Sprintf("webhook to %s answered %d", req.URL.Host, code), string(job.WebhookRefused), nil)
 	}
 }
 

@@ -109,11 +109,11 @@ func TestNotifyErrorClassification(t *testing.T) {
 		{name: "server error", status: 503, retryable: true, errType: string(job.ServiceError)},
 		{name: "rate limited with Retry-After", status: 429, retryable: true, errType: string(job.ServiceError), delay: 7 * time.Second},
 		{name: "timeout", status: 408, retryable: true, errType: string(job.ServiceError)},
-		{name: "refused", status: 410, errType: ErrTypeWebhookRefused},
-		{name: "unauthorized", status: 401, errType: ErrTypeWebhookRefused},
-		{name: "redirect not followed", status: 302, errType: ErrTypeWebhookRefused},
-		{name: "not http", url: "ftp://example.com/x", errType: ErrTypeWebhookRefused},
-		{name: "no secret", notifier: &Notifier{}, status: 200, errType: ErrTypeWebhookNotConfigured},
+		{name: "refused", status: 410, errType: string(job.WebhookRefused)},
+		{name: "unauthorized", status: 401, errType: string(job.WebhookRefused)},
+		{name: "redirect not followed", status: 302, errType: string(job.WebhookRefused)},
+		{name: "not http", url: "ftp://example.com/x", errType: string(job.WebhookRefused)},
+		{name: "no secret", notifier: &Notifier{}, status: 200, errType: string(job.WebhookNotConfigured)},
 		{name: "nobody listening", url: "http://127.0.0.1:1/hook", retryable: true, errType: string(job.ServiceError)},
 	}
 	for _, tc := range tests {
@@ -142,7 +142,7 @@ func TestNotifyErrorClassification(t *testing.T) {
 	}
 }
 
-func TestCheckCallbackURL(t *testing.T) {
+func TestCheckWebhookURL(t *testing.T) {
 	for u, ok := range map[string]bool{
 		"https://example.com/hook":             true,
 		"http://127.0.0.1:8080/x?y=1":          true,
@@ -153,8 +153,8 @@ func TestCheckCallbackURL(t *testing.T) {
 		"https://" + strings.Repeat("a", 2100): false,
 		"http://":                              false,
 	} {
-		if err := CheckCallbackURL(u); (err == nil) != ok {
-			t.Errorf("CheckCallbackURL(%.40q) = %v; want ok %v", u, err, ok)
+		if err := CheckWebhookURL(u); (err == nil) != ok {
+			t.Errorf("CheckWebhookURL(%.40q) = %v; want ok %v", u, err, ok)
 		}
 	}
 }

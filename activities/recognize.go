@@ -195,7 +195,7 @@ func (a *Activities) MergeTranscripts(ctx context.Context, in MergeInput) (Recog
 func (a *Activities) merge(ctx context.Context, in MergeInput) (Recognition, error) {
 	parts := make([]transcript.Part, 0, len(in.Parts))
 	for _, p := range in.Parts {
-		doc, err := a.readTranscript(ctx, p.TranscriptKey)
+		doc, err := transcript.Load(ctx, a.Blobs, p.TranscriptKey)
 		if err != nil {
 			return Recognition{}, err
 		}

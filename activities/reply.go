@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 
 	"go.temporal.io/sdk/activity"
@@ -39,16 +38,6 @@ type Outcome struct {
 	Failure   *job.Failure
 }
 
-// Reasons a reply could not be delivered; the label of
-// transcriber_replies_undelivered_total.
-const (
-	UndeliveredIntakeNotRunning = "intake_not_running"
-	UndeliveredRecipientMissing = "recipient_missing"
-	// The sender's service refused the reply for good: the bot was blocked,
-	// the chat is gone.
-	UndeliveredRecipientRefused = "recipient_refused"
-)
-
 // SendReply delivers the outcome to the sender, when the job has a
 // recipient: the command line prints the outcome itself and HTTP clients
 // fetch it, so their jobs have none. A reply that cannot be
@@ -62,16 +51,16 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 	}
 	r, ok := a.Repliers[in.Source]
 	if !ok {
-		a.undelivered(ctx, in.Source, UndeliveredIntakeNotRunning)
+		a.undelivered(ctx, in.Source, job.UndeliveredIntakeNotRunning)
 		return nil
 	}
 	if in.Recipient.Address == "" {
-		a.undelivered(ctx, in.Source, UndeliveredRecipientMissing)
+		a.undelivered(ctx, in.Source, job.UndeliveredRecipientMissing)
 		return nil
 	}
 	out := Outcome{JobID: in.JobID, Recipient: *in.Recipient, State: in.State, Failure: in.Failure}
 	if in.State == job.Done {
-		doc, err := a.readTranscript(ctx, in.TranscriptKey)
+		doc, err := transcript.Load(ctx, a.Blobs, in.TranscriptKey)
 		if err != nil {
 			return classify(ctx, in.Call, err)
 		}
@@ -91,36 +80,23 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 	stop()
 	var sf serviceFailure
 	if err != nil && ctx.Err() == nil && errors.As(err, &sf) && !sf.Temporary() {
-		a.undelivered(ctx, in.Source, UndeliveredRecipientRefused)
+		a.undelivered(ctx, in.Source, job.UndeliveredRecipientRefused)
 		return nil
 	}
 	return classify(ctx, in.Call, err)
 }
 
-func (a *Activities) readTranscript(ctx context.Context, key string) (transcript.Document, error) {
-	r, err := a.Blobs.Open(ctx, key)
-	if err != nil {
-		return transcript.Document{}, err
-	}
-	defer r.Close()
-	doc, err := transcript.Decode(r)
-	if err != nil {
-		return transcript.Document{}, fmt.Errorf("transcript %s: %w", key, err)
-	}
-	return doc, nil
-}
-
 // undelivered records a reply that will not reach its sender: a WARN for
 // the configurations that explain it, an ERROR for a recipient without an
 // address, which only a damaged record has. Never the text.
-func (a *Activities) undelivered(ctx context.Context, source job.Source, reason string) {
+func (a *Activities) undelivered(ctx context.Context, source job.Source, reason job.Undelivered) {
 	if a.Metrics != nil {
-		a.Metrics.RepliesUndelivered.WithLabelValues(reason).Inc()
+		a.Metrics.RepliesUndelivered.WithLabelValues(string(reason)).Inc()
 	}
 	log := activity.GetLogger(ctx)
-	if reason == UndeliveredRecipientMissing {
-		log.Error("reply undelivered", "source", string(source), "reason", reason)
+	if reason == job.UndeliveredRecipientMissing {
+		log.Error("reply undelivered", "source", string(source), "reason", string(reason))
 		return
 	}
-	log.Warn("reply undelivered", "source", string(source), "reason", reason)
+	log.Warn("reply undelivered", "source", string(source), "reason", string(reason))
 }

@@ -3,15 +3,12 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"regexp"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/transcriber/transcriber/internal/job"
 )
-
-var languagePattern = regexp.MustCompile(`^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`)
 
 // handle registers the query, the updates and the signals.
 func (j *jobState) handle(ctx workflow.Context) error {
@@ -27,8 +24,8 @@ func (j *jobState) handle(ctx workflow.Context) error {
 			return j.s, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req SetLanguageRequest) error {
-			if req.Language != "" && !languagePattern.MatchString(req.Language) {
-				return fmt.Errorf("language %q is not a language code such as en or ru", req.Language)
+			if err := job.CheckLanguage(req.Language); err != nil {
+				return err
 			}
 			if j.s.State.Settled() && j.s.State != job.Failed && j.s.State != job.Dead {
 				return fmt.Errorf("the job is %s; its language can no longer change", j.s.State)

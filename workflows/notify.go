@@ -27,19 +27,19 @@ var notifyRetry = &temporal.RetryPolicy{
 	BackoffCoefficient:     2,
 	MaximumInterval:        5 * time.Minute,
 	MaximumAttempts:        12,
-	NonRetryableErrorTypes: []string{activities.ErrTypeWebhookRefused, activities.ErrTypeWebhookNotConfigured},
+	NonRetryableErrorTypes: errorTypes(job.WebhookErrors()),
 }
 
-// notify tells the job's callback URL that the job settled as done, failed
-// or dead. Jobs without a callback schedule nothing, so histories recorded
+// notify tells the job's webhook URL that the job settled as done, failed
+// or dead. Jobs without a webhook schedule nothing, so histories recorded
 // before webhooks existed replay unchanged. A notice that cannot be
 // delivered is logged and changes nothing about the job.
 func (j *jobState) notify(ctx workflow.Context, state job.State) {
-	if j.s.CallbackURL == "" || (state != job.Done && state != job.Failed && state != job.Dead) {
+	if j.s.WebhookURL == "" || (state != job.Done && state != job.Failed && state != job.Dead) {
 		return
 	}
 	in := activities.NotifyInput{
-		URL:   j.s.CallbackURL,
+		URL:   j.s.WebhookURL,
 		Event: activities.NewEvent(j.s.JobID, j.s.Source, state, j.s.Failure, workflow.Now(ctx)),
 	}
 	send := func(ctx workflow.Context) {

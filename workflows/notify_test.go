@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,9 +27,9 @@ func notifyEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	return env
 }
 
-func httpInput(callback string) Input {
+func httpInput(webhook string) Input {
 	in := testInput()
-	in.Source, in.Recipient, in.CallbackURL = job.SourceHTTP, nil, callback
+	in.Source, in.Recipient, in.WebhookURL = job.SourceHTTP, nil, webhook
 	return in
 }
 
@@ -44,7 +46,7 @@ func (n *notices) record(_ context.Context, in activities.NotifyInput) error {
 	return nil
 }
 
-func TestDoneJobNotifiesItsCallback(t *testing.T) {
+func TestDoneJobNotifiesItsWebhook(t *testing.T) {
 	env := notifyEnv(t)
 	env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
 	env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
@@ -66,7 +68,7 @@ func TestDoneJobNotifiesItsCallback(t *testing.T) {
 	}
 }
 
-func TestJobWithoutCallbackSchedulesNoNotice(t *testing.T) {
+func TestJobWithoutWebhookSchedulesNoNotice(t *testing.T) {
 	env := notifyEnv(t)
 	env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
 	env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
@@ -79,7 +81,7 @@ func TestJobWithoutCallbackSchedulesNoNotice(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(n.sent) != 0 {
-		t.Errorf("notices = %+v; want none without a callback URL", n.sent)
+		t.Errorf("notices = %+v; want none without a webhook URL", n.sent)
 	}
 }
 
@@ -104,7 +106,7 @@ func TestUndeliverableNoticeDoesNotHoldUpRevive(t *testing.T) {
 		return in.Event.State == job.Dead
 	})).Return(func(context.Context, activities.NotifyInput) error {
 		deadNotices++
-		return temporal.NewApplicationError("callback answered 503", string(job.ServiceError))
+		return temporal.NewApplicationError("webhook answered 503", string(job.ServiceError))
 	})
 	env.OnActivity(notifier.Notify, mock.Anything, mock.MatchedBy(func(in activities.NotifyInput) bool {
 		return in.Event.State == job.Done
@@ -125,5 +127,24 @@ func TestUndeliverableNoticeDoesNotHoldUpRevive(t *testing.T) {
 	}
 	if deadNotices < 1 || len(n.sent) != 1 {
 		t.Errorf("dead notices tried %d times, done notices %d; want at least one and one", deadNotices, len(n.sent))
+	}
+}
+
+// Input and Status keep the JSON name the webhook URL had first: running
+// jobs carry it in their histories and the status query's callers read it.
+func TestWebhookURLKeepsItsJSONName(t *testing.T) {
+	const recorded = `{"callback_url":"https://example.com/hook"}`
+	var in Input
+	var st Status
+	for _, v := range []any{&in, &st} {
+		if err := json.Unmarshal([]byte(recorded), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if in.WebhookURL != "https://example.com/hook" || st.WebhookURL != in.WebhookURL {
+		t.Errorf("decoded %q and %q; want the recorded URL in both", in.WebhookURL, st.WebhookURL)
+	}
+	if b, _ := json.Marshal(Input{WebhookURL: "u"}); !strings.Contains(string(b), `"callback_url":"u"`) {
+		t.Errorf("encoded %s; want callback_url", b)
 	}
 }

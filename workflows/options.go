@@ -55,10 +55,15 @@ const (
 )
 
 // verdictKinds never retry, whatever an activity says.
-var verdictKinds = []string{
-	string(job.EmptyAudio), string(job.UnsupportedFormat), string(job.TooLong), string(job.NoSpeech),
-	string(job.EngineRejected), string(job.EngineUnauthorized), string(job.OperationFailed), string(job.EngineNotConfigured),
-	string(job.FileTooBig), string(job.SourceFileMissing), string(job.ServiceRefused),
+var verdictKinds = errorTypes(job.Verdicts())
+
+// errorTypes spells kinds the way a retry policy names error types.
+func errorTypes[K ~string](kinds []K) []string {
+	types := make([]string, len(kinds))
+	for i, k := range kinds {
+		types[i] = string(k)
+	}
+	return types
 }
 
 func (j *jobState) call() activities.Call {

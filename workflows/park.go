@@ -3,7 +3,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -27,7 +26,7 @@ func (j *jobState) failure(ctx workflow.Context, err error) (job.Failure, bool) 
 	switch {
 	case errors.As(err, &appErr):
 		f.Kind, f.Message = job.Kind(appErr.Type()), appErr.Message()
-		dead = !(appErr.NonRetryable() || slices.Contains(verdictKinds, appErr.Type())) || f.Kind == job.Timeout
+		dead = !(appErr.NonRetryable() || f.Kind.Verdict()) || f.Kind == job.Timeout
 	case errors.As(err, &timeoutErr):
 		f.Kind = job.Timeout
 		f.Message = fmt.Sprintf("the step did not finish in time (%s timeout)", timeoutName(timeoutErr.TimeoutType()))

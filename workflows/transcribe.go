@@ -94,13 +94,13 @@ func newJob(ctx workflow.Context, in Input) *jobState {
 	}
 	p := in.Policy
 	if len(p.Backoff) == 0 {
-		p.Backoff = DefaultBackoff
+		p.Backoff = job.DefaultBackoff()
 	}
 	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = DefaultMaxAttempts
+		p.MaxAttempts = job.DefaultMaxAttempts
 	}
 	if p.ParkFor <= 0 {
-		p.ParkFor = DefaultParkFor
+		p.ParkFor = job.DefaultParkFor
 	}
 	return &jobState{failedChunk: -1, called: map[string]bool{}, s: Status{
 		JobID:      info.WorkflowExecution.ID,
@@ -117,7 +117,7 @@ func newJob(ctx workflow.Context, in Input) *jobState {
 		AcceptedAt: accepted,
 		UpdatedAt:  now,
 
-		CallbackURL: in.CallbackURL,
+		WebhookURL: in.WebhookURL,
 	}}
 }
 

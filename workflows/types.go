@@ -23,9 +23,10 @@ type Input struct {
 	// AcceptedAt is when the intake took the recording, for the job's
 	// duration metric; zero means when the workflow started.
 	AcceptedAt time.Time `json:"accepted_at,omitzero"`
-	// CallbackURL, when set, is told of the job's outcome by a signed
-	// webhook once it is done, failed or dead.
-	CallbackURL string `json:"callback_url,omitempty"`
+	// WebhookURL, when set, is told of the job's outcome by a signed
+	// webhook once it is done, failed or dead. The JSON name is the one
+	// recorded histories carry.
+	WebhookURL string `json:"callback_url,omitempty"`
 	// Resume carries the job's state across continue-as-new; nil when a job
 	// starts.
 	Resume *Status `json:"resume,omitempty"`
@@ -63,17 +64,9 @@ type Policy struct {
 	Retain time.Duration `json:"retain,omitempty"`
 }
 
-// Defaults of Policy, from the recording-lifecycle specification: waits of
-// 30 s, 2 min, 10 min and 30 min, the fifth failure gives up.
-var (
-	DefaultBackoff     = []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}
-	DefaultMaxAttempts = 5
-	DefaultParkFor     = 30 * 24 * time.Hour
-)
-
-// DefaultPolicy returns the default Policy.
+// DefaultPolicy returns the default Policy (see job.DefaultBackoff).
 func DefaultPolicy() Policy {
-	return Policy{Backoff: append([]time.Duration(nil), DefaultBackoff...), MaxAttempts: DefaultMaxAttempts, ParkFor: DefaultParkFor}
+	return Policy{Backoff: job.DefaultBackoff(), MaxAttempts: job.DefaultMaxAttempts, ParkFor: job.DefaultParkFor}
 }
 
 // Status is the state of a job, as the status query returns it.
@@ -113,8 +106,8 @@ type Status struct {
 	AcceptedAt time.Time `json:"accepted_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
-	// CallbackURL receives the job's outcome (see Input.CallbackURL).
-	CallbackURL string `json:"callback_url,omitempty"`
+	// WebhookURL receives the job's outcome (see Input.WebhookURL).
+	WebhookURL string `json:"callback_url,omitempty"`
 	// Recipient and Policy travel with the job across continue-as-new.
 	Recipient *job.Recipient `json:"recipient,omitempty"`
 	Policy    Policy         `json:"policy"`

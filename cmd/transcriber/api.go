@@ -40,7 +40,7 @@ func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *s
 		Engines:        config.Engines,
 		Engine:         func(named, language string) (string, string) { return jobEngines(cfg, named, language) },
 		Policy:         policyFrom(cfg),
-		Callbacks:      cfg.WebhookSecret != "",
+		Webhooks:       cfg.WebhookSecret != "",
 		Logger:         logger,
 	})
 	if err != nil {
@@ -56,7 +56,7 @@ func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *s
 }
 
 // newNotifier is the webhook step of a worker; without a secret it sends
-// nothing, and the API refuses callback URLs.
+// nothing, and the API refuses webhook URLs.
 func newNotifier(cfg config.Config) *activities.Notifier {
 	return &activities.Notifier{Secret: []byte(cfg.WebhookSecret)}
 }

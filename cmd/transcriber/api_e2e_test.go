@@ -197,7 +197,7 @@ func TestHTTPAPIEndToEnd(t *testing.T) {
 	var id string
 	// Scenario: An uploaded recording becomes a job whose transcript comes in every format
 	t.Run("upload to transcript", func(t *testing.T) {
-		body, ct := multipartUpload(t, "voice.ogg", note, "language", "en", "callback_url", hooks.URL+"/done?ref=1")
+		body, ct := multipartUpload(t, "voice.ogg", note, "language", "en", "webhook_url", hooks.URL+"/done?ref=1")
 		c := apiDo(t, http.MethodPost, base+"/v1/jobs", apiToken, body, "Content-Type", ct, "Idempotency-Key", "voice-1")
 		if c.status != http.StatusAccepted {
 			t.Fatalf("POST /v1/jobs = %d %s; want 202", c.status, c.body)
@@ -245,7 +245,7 @@ func TestHTTPAPIEndToEnd(t *testing.T) {
 				t.Errorf("%s = %d %q; want %q", format, c.status, c.body, want)
 			}
 		}
-		// Scenario: A job with a callback URL notifies it, signed, when it settles
+		// Scenario: A job with a webhook URL notifies it, signed, when it settles
 		t.Run("webhook", func(t *testing.T) {
 			waitFor(t, "signed webhook for the done job", func() bool { return hooks.event(id, "done") })
 		})
@@ -285,6 +285,7 @@ func TestHTTPAPIEndToEnd(t *testing.T) {
 	// Scenario: A failed job is listed, revived and cancelled through the API, and its recording kept
 	t.Run("failed job", func(t *testing.T) {
 		junk := bytes.Repeat([]byte{0, 1, 2, 3, 0xfe}, 800)
+		// callback_url, the first name of webhook_url, still works.
 		c := apiDo(t, http.MethodPost, base+"/v1/jobs?callback_url="+hooks.URL+"/failed", apiToken, bytes.NewReader(junk),
 			"Content-Type", "application/octet-stream")
 		if c.status != http.StatusAccepted {

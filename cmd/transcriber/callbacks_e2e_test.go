@@ -13,8 +13,8 @@ import (
 	"github.com/transcriber/transcriber/internal/testaudio"
 )
 
-// Scenario: AssemblyAI's webhook finishes the job without waiting for the next check
-func TestAssemblyAIWebhookWakesJob(t *testing.T) {
+// Scenario: AssemblyAI's callback finishes the job without waiting for the next check
+func TestAssemblyAICallbackWakesJob(t *testing.T) {
 	requireSpeechTools(t)
 	const key, secret = "aai-e2e-key", "callback-secret-e2e"
 	aai := assemblyaitest.New(t, key)

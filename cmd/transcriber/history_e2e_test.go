@@ -116,7 +116,7 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	}
 	histories["done-assemblyai-polled"] = cliJobID(t, note, "assemblyai")
 
-	// The same engine finishing through its webhook: the job's wait ends
+	// The same engine calling back when it finishes: the job's wait ends
 	// on the callback signal instead of the timer.
 	aai.NeverFinish()
 	other := filepath.Join(dir, "other.wav")
@@ -125,12 +125,12 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	go func() { hooked <- runCLI(t, with("TRANSCRIBER_ENGINE", "assemblyai"), "transcribe", other) }()
 	waitFor(t, "the second AssemblyAI transcript", func() bool { return len(aai.Created()) == 2 })
 	if got := aai.Complete(); len(got) != 1 || got[0] != http.StatusOK {
-		t.Fatalf("webhook answered %v", got)
+		t.Fatalf("callback answered %v", got)
 	}
 	if r := <-hooked; r.code != 0 {
-		t.Fatalf("assemblyai webhook: %s", r.stderr)
+		t.Fatalf("assemblyai callback: %s", r.stderr)
 	}
-	histories["done-assemblyai-webhook"] = cliJobID(t, other, "assemblyai")
+	histories["done-assemblyai-callback"] = cliJobID(t, other, "assemblyai")
 
 	long, _ := testaudio.Long(t, dir, 70*time.Second, time.Second)
 	if r := runCLI(t, with("TRANSCRIBER_ENGINE", "openai"), "transcribe", long); r.code != 0 {

@@ -197,7 +197,7 @@ func showJob(ctx context.Context, jobs *jobctl.Service, cfg config.Config, geten
 		if err != nil {
 			return err
 		}
-		doc, err := readTranscript(ctx, blobs, st.TranscriptKey)
+		doc, err := transcript.Load(ctx, blobs, st.TranscriptKey)
 		if err != nil {
 			return fmt.Errorf("transcript of job %s is not in %s (a worker on another machine may hold it): %w", id, blobs, err)
 		}
@@ -205,15 +205,6 @@ func showJob(ctx context.Context, jobs *jobctl.Service, cfg config.Config, geten
 		return transcript.Render(w, doc, format)
 	}
 	return nil
-}
-
-func readTranscript(ctx context.Context, blobs blob.Store, key string) (transcript.Document, error) {
-	r, err := blobs.Open(ctx, key)
-	if err != nil {
-		return transcript.Document{}, err
-	}
-	defer r.Close()
-	return transcript.Decode(r)
 }
 
 func reviveJob(ctx context.Context, jobs *jobctl.Service, id string, w io.Writer) error {

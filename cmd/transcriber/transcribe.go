@@ -242,7 +242,7 @@ func awaitSettled(ctx context.Context, jobs *jobctl.Service, id string, stderr i
 }
 
 func printTranscript(ctx context.Context, w io.Writer, blobs blob.Store, key, format string) error {
-	doc, err := readTranscript(ctx, blobs, key)
+	doc, err := transcript.Load(ctx, blobs, key)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/transcriber/transcriber/internal/devserver/pgurl"
 	"github.com/transcriber/transcriber/internal/engine"
 	"github.com/transcriber/transcriber/internal/engine/builtin"
+	"github.com/transcriber/transcriber/internal/job"
 )
 
 // Config is every setting of every role.
@@ -88,14 +89,14 @@ var settings = []setting{
 		func(c *Config, v string) error { c.BlobURL = strings.TrimSpace(v); return nil }},
 	{"TRANSCRIBER_ENGINE", "engine", builtin.Engines[0].Name(), engineUsage(),
 		func(c *Config, v string) error { c.Engine = strings.ToLower(strings.TrimSpace(v)); return nil }},
-	{"TRANSCRIBER_RETRY_SCHEDULE", "retry-schedule", "30s,2m,10m,30m", "waits between attempts of a failing step, comma-separated; the last repeats",
+	{"TRANSCRIBER_RETRY_SCHEDULE", "retry-schedule", formatSchedule(job.DefaultBackoff()), "waits between attempts of a failing step, comma-separated; the last repeats",
 		func(c *Config, v string) (err error) { c.RetrySchedule, err = parseSchedule(v); return err }},
-	{"TRANSCRIBER_MAX_ATTEMPTS", "max-attempts", "5", "attempts a step may take before the job is dead",
+	{"TRANSCRIBER_MAX_ATTEMPTS", "max-attempts", strconv.Itoa(job.DefaultMaxAttempts), "attempts a step may take before the job is dead",
 		func(c *Config, v string) (err error) {
 			c.MaxAttempts, err = strconv.Atoi(strings.TrimSpace(v))
 			return err
 		}},
-	{"TRANSCRIBER_PARK_FOR", "park-for", "720h", "how long a failed or dead job waits for revive before it closes",
+	{"TRANSCRIBER_PARK_FOR", "park-for", formatDuration(job.DefaultParkFor), "how long a failed or dead job waits for revive before it closes",
 		func(c *Config, v string) (err error) {
 			c.ParkFor, err = time.ParseDuration(strings.TrimSpace(v))
 			return err
@@ -165,7 +166,7 @@ var settings = []setting{
 			c.APIWait, err = time.ParseDuration(strings.TrimSpace(v))
 			return err
 		}},
-	{"TRANSCRIBER_WEBHOOK_SECRET", "", "", "key that signs webhooks to callback URLs (HMAC-SHA256); unset refuses callback URLs (environment only)",
+	{"TRANSCRIBER_WEBHOOK_SECRET", "", "", "key that signs webhooks to the jobs' webhook URLs (HMAC-SHA256); unset refuses webhook URLs (environment only)",
 		func(c *Config, v string) error { c.WebhookSecret = strings.TrimSpace(v); return nil }},
 	{"TRANSCRIBER_LOG_LEVEL", "log-level", "info", "debug, info, warn or error",
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},
@@ -415,6 +416,28 @@ func parseSchedule(v string) ([]time.Duration, error) {
 		return nil, errors.New("give at least one wait, e.g. 30s,2m,10m,30m")
 	}
 	return out, nil
+}
+
+// formatSchedule writes waits the way parseSchedule reads them.
+func formatSchedule(waits []time.Duration) string {
+	parts := make([]string, len(waits))
+	for i, d := range waits {
+		parts[i] = formatDuration(d)
+	}
+	return strings.Join(parts, ",")
+}
+
+// formatDuration writes d as a person would, "2m" rather than "2m0s", so
+// that the defaults read in the help and the README as they are typed.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+	}
+	if t, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = t + "h"
+	}
+	return s
 }
 
 // Settings describes every setting for documentation: variable, flag,

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/transcriber/transcriber/internal/job"
 )
 
 // Request asks an engine to recognise one normalised audio file.
@@ -70,35 +72,29 @@ type Submission struct {
 func (s Submission) Done() bool { return s.Result != nil }
 
 // Kind classifies why an engine call failed. It decides what the pipeline
-// does next, so every engine maps its protocol's errors onto these.
-type Kind string
+// does next, so every engine maps its protocol's errors onto these. It is
+// the job's failure vocabulary itself: what each kind does to a job
+// (retried or a verdict) is declared once, in internal/job.
+type Kind = job.Kind
 
+// The kinds an engine reports.
 const (
 	// Rejected: the engine refused this request and will refuse it again
-	// (bad request, unsupported file, too large). Permanent.
-	Rejected Kind = "engine_rejected"
+	// (bad request, unsupported file, too large). A verdict.
+	Rejected = job.EngineRejected
 	// Unauthorized: credentials are missing, wrong or lack permission.
-	// Permanent until the owner fixes the configuration.
-	Unauthorized Kind = "engine_unauthorized"
+	// A verdict until the owner fixes the configuration.
+	Unauthorized = job.EngineUnauthorized
 	// OperationFailed: the engine accepted the job and then reported that it
-	// failed. Permanent.
-	OperationFailed Kind = "operation_failed"
+	// failed. A verdict.
+	OperationFailed = job.OperationFailed
 	// Unavailable: the engine answered but cannot serve now (429, 5xx,
 	// malformed answer). Temporary.
-	Unavailable Kind = "service_error"
+	Unavailable = job.ServiceError
 	// Unreachable: the request never reached the engine or got no answer
 	// (connection refused, DNS, reset, client-side timeout). Temporary.
-	Unreachable Kind = "no_ack"
+	Unreachable = job.NoAck
 )
-
-// Permanent reports whether retrying the same request cannot help.
-func (k Kind) Permanent() bool {
-	switch k {
-	case Rejected, Unauthorized, OperationFailed:
-		return true
-	}
-	return false
-}
 
 // Error is an engine failure with its classification.
 type Error struct {

@@ -17,14 +17,21 @@ func TestClassifyHTTP(t *testing.T) {
 			t.Errorf("ClassifyHTTP(%d) = %s; want %s", status, got, want)
 		}
 	}
-	for _, k := range []Kind{Rejected, Unauthorized, OperationFailed} {
-		if !k.Permanent() {
-			t.Errorf("%s is not permanent", k)
+}
+
+// Engines report kinds of the job's vocabulary: a kind of theirs that the
+// job did not declare would be retried whatever it meant.
+func TestKinds(t *testing.T) {
+	verdicts := map[Kind]bool{Rejected: true, Unauthorized: true, OperationFailed: true}
+	for _, k := range []Kind{Rejected, Unauthorized, OperationFailed, Unavailable, Unreachable} {
+		if !k.Declared() {
+			t.Errorf("engine kind %s is not declared in internal/job", k)
 		}
-	}
-	for _, k := range []Kind{Unavailable, Unreachable} {
-		if k.Permanent() {
-			t.Errorf("%s is permanent", k)
+		if got := k.Verdict(); got != verdicts[k] {
+			t.Errorf("%s.Verdict() = %v; want %v", k, got, verdicts[k])
+		}
+		if k.BlamesInput() {
+			t.Errorf("%s blames the input; an engine cannot tell whether the recording or the request is at fault", k)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode"
+
+	"github.com/transcriber/transcriber/internal/job"
 )
 
 // Helpers that every HTTP engine needs in the same way.
@@ -106,19 +108,9 @@ func PrimaryLanguage(tag string) string {
 	return tag
 }
 
-// IsLanguageCode reports whether s looks like an ISO 639 code (two or
-// three lower-case letters).
-func IsLanguageCode(s string) bool {
-	if len(s) < 2 || len(s) > 3 {
-		return false
-	}
-	for _, r := range s {
-		if r < 'a' || r > 'z' {
-			return false
-		}
-	}
-	return true
-}
+// IsLanguageCode reports whether s is a bare ISO 639 code; engines ask it
+// of a provider's answer. The check is the job's (job.IsLanguageCode).
+func IsLanguageCode(s string) bool { return job.IsLanguageCode(s) }
 
 // ReadAnswer reads a provider's answer to one request, bounded by limit.
 // For a 2xx it returns the body with ok set; an answer cut off or too large

@@ -60,10 +60,10 @@ type APIOptions struct {
 	Engine func(requested, language string) (engine, fallback string)
 	// Policy is the persistence given to every job.
 	Policy workflows.Policy
-	// Callbacks says whether webhooks can be signed, that is whether a
-	// callback_url is accepted.
-	Callbacks bool
-	Logger    *slog.Logger
+	// Webhooks says whether webhooks can be signed, that is whether a job
+	// may name a webhook URL.
+	Webhooks bool
+	Logger   *slog.Logger
 }
 
 // API serves the job endpoints under /v1.
@@ -196,7 +196,7 @@ func (a *API) valid(token string) bool {
 }
 
 // logged records each request at debug level: the route, never the query
-// (a callback URL may carry a secret) nor any header.
+// (a webhook URL may carry a secret) nor any header.
 func (a *API) logged(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

@@ -205,9 +205,9 @@ func newHarness(t *testing.T, modify ...func(*APIOptions)) *harness {
 			}
 			return "local", ""
 		},
-		Policy:    workflows.DefaultPolicy(),
-		Callbacks: true,
-		Logger:    slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Policy:   workflows.DefaultPolicy(),
+		Webhooks: true,
+		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, m := range modify {
 		m(&opts)
@@ -375,7 +375,7 @@ func TestCreateJobIdempotency(t *testing.T) {
 	fj := h.jobs.jobs["http-order-42"]
 	sum := sha256.Sum256(ogg)
 	if fj.hash != hex.EncodeToString(sum[:]) || fj.in.Source != job.SourceHTTP || fj.in.Original.Size != int64(len(ogg)) ||
-		fj.in.Original.MIME != "audio/ogg" || fj.in.Engine != "local" || fj.in.Policy.MaxAttempts != workflows.DefaultMaxAttempts {
+		fj.in.Original.MIME != "audio/ogg" || fj.in.Engine != "local" || fj.in.Policy.MaxAttempts != job.DefaultMaxAttempts {
 		t.Errorf("started job = %+v, hash %s", fj.in, fj.hash)
 	}
 	stored, err := h.blobs.Open(context.Background(), fj.in.Original.Key)
@@ -420,11 +420,18 @@ func TestCreateJobFields(t *testing.T) {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
 	in := h.jobs.jobs[decode[acceptedBody](t, w).ID].in
-	if in.Language != "en" || in.Engine != "openai" || in.CallbackURL != "https://example.com/hook?k=1" || in.Original.Name != "memo.ogg" {
+	if in.Language != "en" || in.Engine != "openai" || in.WebhookURL != "https://example.com/hook?k=1" || in.Original.Name != "memo.ogg" {
 		t.Errorf("input = %+v; want the form's fields over the query's", in)
 	}
 	if strings.Contains(h.logs.String(), "example.com") {
-		t.Errorf("the log holds the callback URL:\n%s", h.logs)
+		t.Errorf("the log holds the webhook URL:\n%s", h.logs)
+	}
+	// webhook_url is the field's name now; callback_url, its first one,
+	// still works (above) and gives way when both are sent.
+	r = form(t, "/v1/jobs", &formFile{name: "other.ogg", body: append([]byte("x"), ogg...)},
+		map[string]string{"webhook_url": "https://example.com/new", "callback_url": "https://example.com/old"})
+	if in := h.jobs.jobs[decode[acceptedBody](t, h.do(t, r)).ID].in; in.WebhookURL != "https://example.com/new" {
+		t.Errorf("webhook URL = %q; want webhook_url's over callback_url's", in.WebhookURL)
 	}
 
 	r = raw(ogg, "")
@@ -436,7 +443,7 @@ func TestCreateJobFields(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	noSecret := newHarness(t, func(o *APIOptions) { o.Callbacks = false })
+	noSecret := newHarness(t, func(o *APIOptions) { o.Webhooks = false })
 	h := newHarness(t)
 	bigRaw := bytes.Repeat([]byte("OggS"), (1<<20)/4+1)
 	chunked := raw(bigRaw, "")
@@ -460,8 +467,10 @@ func TestBadRequests(t *testing.T) {
 		{"bad key", h, raw(ogg, "../../etc"), 400, "invalid_idempotency_key"},
 		{"bad language", h, form(t, "/v1/jobs", &formFile{name: "a.ogg", body: ogg}, map[string]string{"language": "english please"}), 400, "invalid_language"},
 		{"unknown engine", h, form(t, "/v1/jobs?engine=whisperx", &formFile{name: "a.ogg", body: ogg}, nil), 400, "invalid_engine"},
-		{"callback not http", h, form(t, "/v1/jobs", &formFile{name: "a.ogg", body: ogg}, map[string]string{"callback_url": "file:///etc/passwd"}), 400, "invalid_callback_url"},
-		{"callback without secret", noSecret, form(t, "/v1/jobs", &formFile{name: "a.ogg", body: ogg}, map[string]string{"callback_url": "https://example.com/"}), 400, "callbacks_disabled"},
+		{"webhook not http", h, form(t, "/v1/jobs", &formFile{name: "a.ogg", body: ogg}, map[string]string{"webhook_url": "file:///etc/passwd"}), 400, "invalid_callback_url"},
+		{"webhook by its first name, not http", h, form(t, "/v1/jobs", &formFile{name: "a.ogg", body: ogg}, map[string]string{"callback_url": "file:///etc/passwd"}), 400, "invalid_callback_url"},
+		{"webhook in the query, not http", h, form(t, "/v1/jobs?webhook_url=ftp://x/", &formFile{name: "a.ogg", body: ogg}, nil), 400, "invalid_callback_url"},
+		{"webhook without secret", noSecret, form(t, "/v1/jobs", &formFile{name: "a.ogg", body: ogg}, map[string]string{"webhook_url": "https://example.com/"}), 400, "callbacks_disabled"},
 		{"two files", h, twoFiles(t), 400, "invalid_request"},
 	}
 	for _, tc := range tests {

@@ -26,14 +26,11 @@ import (
 // IdempotencyHeader names the request header whose value names the job.
 const IdempotencyHeader = "Idempotency-Key"
 
-var (
-	idempotencyKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$`)
-	languagePattern       = regexp.MustCompile(`^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`)
-)
+var idempotencyKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$`)
 
 // submission is what a request asks for besides the recording.
 type submission struct {
-	key, engine, language, callback, prompt string
+	key, engine, language, webhook, prompt string
 }
 
 // maxPrompt bounds a prompt: OpenAI reads about 224 tokens of it, a few
@@ -52,8 +49,8 @@ func checkKey(r *http.Request) (string, *apiError) {
 }
 
 func (a *API) checkSubmission(s submission) *apiError {
-	if s.language != "" && !languagePattern.MatchString(s.language) {
-		return errBadRequest("invalid_language", fmt.Sprintf("language %q is not a language code such as en or ru", s.language))
+	if err := job.CheckLanguage(s.language); err != nil {
+		return errBadRequest("invalid_language", err.Error())
 	}
 	if len(s.prompt) > maxPrompt {
 		return errBadRequest("invalid_prompt", fmt.Sprintf("prompt is %d bytes; at most %d are accepted", len(s.prompt), maxPrompt))
@@ -61,15 +58,26 @@ func (a *API) checkSubmission(s submission) *apiError {
 	if s.engine != "" && !slices.Contains(a.opts.Engines, s.engine) {
 		return errBadRequest("invalid_engine", fmt.Sprintf("engine %q is not one of %s", s.engine, strings.Join(a.opts.Engines, ", ")))
 	}
-	if s.callback != "" {
-		if !a.opts.Callbacks {
+	if s.webhook != "" {
+		// The error codes keep the field's first name: clients match them.
+		if !a.opts.Webhooks {
 			return errBadRequest("callbacks_disabled", "this server sends no webhooks: its owner must set TRANSCRIBER_WEBHOOK_SECRET")
 		}
-		if err := activities.CheckCallbackURL(s.callback); err != nil {
+		if err := activities.CheckWebhookURL(s.webhook); err != nil {
 			return errBadRequest("invalid_callback_url", err.Error())
 		}
 	}
 	return nil
+}
+
+// webhookURL reads where a job's webhook goes: webhook_url, or
+// callback_url, the field's first name, which clients written for it keep
+// sending. Given both, webhook_url counts.
+func webhookURL(field func(name string) string) string {
+	if u := field("webhook_url"); u != "" {
+		return u
+	}
+	return field("callback_url")
 }
 
 // accept turns a received upload into a job: the same id for the same
@@ -109,15 +117,15 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		return "", false, storageError(err)
 	}
 	in := workflows.Input{
-		Source:      job.SourceHTTP,
-		Original:    workflows.Original{Key: key, Ext: u.ext, Name: u.name, MIME: u.mime, Size: u.size},
-		Engine:      engine,
-		Fallback:    fallback,
-		Language:    s.language,
-		Prompt:      s.prompt,
-		Policy:      a.opts.Policy,
-		AcceptedAt:  time.Now(),
-		CallbackURL: s.callback,
+		Source:     job.SourceHTTP,
+		Original:   workflows.Original{Key: key, Ext: u.ext, Name: u.name, MIME: u.mime, Size: u.size},
+		Engine:     engine,
+		Fallback:   fallback,
+		Language:   s.language,
+		Prompt:     s.prompt,
+		Policy:     a.opts.Policy,
+		AcceptedAt: time.Now(),
+		WebhookURL: s.webhook,
 	}
 	existing, err = a.opts.Jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, ContentSHA256: hash, Policy: policy})
 	switch {
@@ -127,7 +135,7 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		return "", false, errUnavailable(err)
 	}
 	if !existing {
-		a.log.Info("job accepted", "job_id", id, "bytes", u.size, "engine", engine, "webhook", s.callback != "")
+		a.log.Info("job accepted", "job_id", id, "bytes", u.size, "engine", engine, "webhook", s.webhook != "")
 	}
 	return id, existing, nil
 }
@@ -165,7 +173,7 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	if apiErr := a.checkSubmission(submission{engine: q.Get("engine"), language: q.Get("language"), callback: q.Get("callback_url")}); apiErr != nil {
+	if apiErr := a.checkSubmission(submission{engine: q.Get("engine"), language: q.Get("language"), webhook: webhookURL(q.Get)}); apiErr != nil {
 		writeError(w, apiErr)
 		return
 	}
@@ -175,7 +183,7 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer u.remove()
-	s := submission{key: key, engine: u.field(r, "engine"), language: u.field(r, "language"), callback: u.field(r, "callback_url"), prompt: u.field(r, "prompt")}
+	s := submission{key: key, engine: u.field(r, "engine"), language: u.field(r, "language"), webhook: webhookURL(func(name string) string { return u.field(r, name) }), prompt: u.field(r, "prompt")}
 	if apiErr := a.checkSubmission(s); apiErr != nil {
 		writeError(w, apiErr)
 		return
@@ -359,21 +367,14 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, listBody{Jobs: list, NextPageToken: base64.RawURLEncoding.EncodeToString(next)})
 }
 
-// transcriptTypes are the media types of the transcript formats.
-var transcriptTypes = map[string]string{
-	"txt":  "text/plain; charset=utf-8",
-	"srt":  "application/x-subrip; charset=utf-8",
-	"vtt":  "text/vtt; charset=utf-8",
-	"json": "application/json",
-}
-
 func (a *API) getTranscript(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	format := r.URL.Query().Get("format")
 	if format == "" {
 		format = "txt"
 	}
-	if _, ok := transcriptTypes[format]; !ok {
+	mediaType, ok := transcript.MediaType(format)
+	if !ok {
 		writeError(w, errBadRequest("invalid_format", fmt.Sprintf("format %q is not one of %s", format, strings.Join(transcript.Formats, ", "))))
 		return
 	}
@@ -392,24 +393,15 @@ func (a *API) getTranscript(w http.ResponseWriter, r *http.Request) {
 			message: fmt.Sprintf("the recordings and transcript of job %s were removed at %s, after the retention period", id, st.RemovedAt.Format(time.RFC3339))})
 		return
 	}
-	doc, err := a.readTranscript(r.Context(), st.TranscriptKey)
+	doc, err := transcript.Load(r.Context(), a.opts.Blobs, st.TranscriptKey)
 	if err != nil {
 		writeError(w, &apiError{status: http.StatusInternalServerError, code: "storage_error",
 			message: fmt.Sprintf("the transcript of job %s cannot be read from this server's store", id)})
 		a.log.Error("transcript unreadable", "job_id", id, "error", err)
 		return
 	}
-	w.Header().Set("Content-Type", transcriptTypes[format])
+	w.Header().Set("Content-Type", mediaType)
 	_ = transcript.Render(w, doc, format)
-}
-
-func (a *API) readTranscript(ctx context.Context, key string) (transcript.Document, error) {
-	rc, err := a.opts.Blobs.Open(ctx, key)
-	if err != nil {
-		return transcript.Document{}, err
-	}
-	defer rc.Close()
-	return transcript.Decode(rc)
 }
 
 type reviveBody struct {

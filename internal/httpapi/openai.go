@@ -17,10 +17,6 @@ import (
 // openAIFormats are the response_format values of OpenAI's endpoint.
 var openAIFormats = []string{"json", "text", "srt", "vtt", "verbose_json"}
 
-// inputVerdicts are failures caused by the recording itself; OpenAI
-// answers those with 400.
-var inputVerdicts = []job.Kind{job.EmptyAudio, job.UnsupportedFormat, job.TooLong, job.NoSpeech}
-
 // openAITranscription is POST /v1/audio/transcriptions as OpenAI serves
 // it: a multipart form with file and model, the transcript in the answer.
 // A job that takes longer than the configured wait is answered with 202
@@ -89,7 +85,7 @@ func (a *API) openAITranscription(w http.ResponseWriter, r *http.Request) {
 	}
 	switch st.State {
 	case job.Done:
-		doc, err := a.readTranscript(r.Context(), st.TranscriptKey)
+		doc, err := transcript.Load(r.Context(), a.opts.Blobs, st.TranscriptKey)
 		if err != nil {
 			a.log.Error("transcript unreadable", "job_id", id, "error", err)
 			writeError(w, &apiError{status: http.StatusInternalServerError, code: "storage_error",
@@ -120,7 +116,8 @@ func failedError(id string, st workflows.Status) *apiError {
 	if f := st.Failure; f != nil {
 		e.code = string(f.Kind)
 		e.message = fmt.Sprintf("job %s is %s (%s at %s): %s", id, st.State, f.Kind, f.Step, f.Message)
-		if slices.Contains(inputVerdicts, f.Kind) {
+		// OpenAI answers a recording at fault with 400.
+		if f.Kind.BlamesInput() {
 			e.status = http.StatusBadRequest
 		}
 	}
@@ -167,7 +164,8 @@ func writeOpenAI(w http.ResponseWriter, doc transcript.Document, format, languag
 		if f == "text" {
 			f = "txt"
 		}
-		w.Header().Set("Content-Type", transcriptTypes[f])
+		mediaType, _ := transcript.MediaType(f)
+		w.Header().Set("Content-Type", mediaType)
 		_ = transcript.Render(w, doc, f)
 	}
 }

@@ -46,36 +46,6 @@ const (
 	SourceTelegram Source = "telegram"
 )
 
-// Kind classifies a failure. Kinds are the types of the Temporal application
-// errors that activities return, the label of transcriber_failures_total,
-// and the code users see.
-type Kind string
-
-const (
-	// Definitive verdicts on the input: the job fails at once.
-	EmptyAudio        Kind = "empty_audio"
-	UnsupportedFormat Kind = "unsupported_format"
-	TooLong           Kind = "too_long"
-	NoSpeech          Kind = "no_speech"
-	// Definitive verdicts of the engine.
-	EngineRejected      Kind = "engine_rejected"
-	EngineUnauthorized  Kind = "engine_unauthorized"
-	OperationFailed     Kind = "operation_failed"
-	EngineNotConfigured Kind = "engine_not_configured"
-	// Definitive verdicts of the intake's service (Telegram).
-	FileTooBig        Kind = "file_too_big"
-	SourceFileMissing Kind = "source_file_missing"
-	ServiceRefused    Kind = "service_refused"
-	// Temporary trouble: retried with back-off until attempts run out.
-	ServiceError Kind = "service_error"
-	NoAck        Kind = "no_ack"
-	Timeout      Kind = "timeout"
-	Internal     Kind = "internal"
-	// IntakeNotRunning: the job needs its intake's service (Telegram) and
-	// this worker is not connected to it; another worker may be.
-	IntakeNotRunning Kind = "intake_not_running"
-)
-
 // Failure records why a job stopped.
 type Failure struct {
 	Kind    Kind   `json:"kind"`

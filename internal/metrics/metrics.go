@@ -5,6 +5,8 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/transcriber/transcriber/internal/job"
 )
 
 // Metrics are the series transcriber itself reports. Series incremented
@@ -60,12 +62,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	// An undelivered reply is rare, and a vector shows nothing before its
 	// first increment: start every reason at zero so that rate() and the
 	// dashboard show a flat line rather than "no data".
-	for _, reason := range UndeliveredReasons {
-		m.RepliesUndelivered.WithLabelValues(reason)
+	for _, reason := range job.UndeliveredReasons() {
+		m.RepliesUndelivered.WithLabelValues(string(reason))
 	}
 	return m
 }
-
-// UndeliveredReasons are the reason labels of RepliesUndelivered, the
-// values of the activities.Undelivered* constants.
-var UndeliveredReasons = []string{"intake_not_running", "recipient_missing", "recipient_refused"}

@@ -3,6 +3,7 @@
 package transcript
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -51,6 +52,41 @@ func (d Document) Words() int { return len(strings.Fields(d.Text)) }
 
 // Formats that Render accepts.
 var Formats = []string{"txt", "srt", "vtt", "json"}
+
+// mediaTypes are the Content-Types of the formats; text is UTF-8, which
+// players and browsers otherwise guess wrong for srt and txt.
+var mediaTypes = map[string]string{
+	"txt":  "text/plain; charset=utf-8",
+	"srt":  "application/x-subrip; charset=utf-8",
+	"vtt":  "text/vtt; charset=utf-8",
+	"json": "application/json",
+}
+
+// MediaType returns the Content-Type of a rendering in format, and false
+// for a format Render does not know.
+func MediaType(format string) (string, bool) {
+	t, ok := mediaTypes[format]
+	return t, ok
+}
+
+// Opener reads stored objects by key, as blob.Store does.
+type Opener interface {
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// Load reads the document stored under key.
+func Load(ctx context.Context, store Opener, key string) (Document, error) {
+	r, err := store.Open(ctx, key)
+	if err != nil {
+		return Document{}, err
+	}
+	defer r.Close()
+	d, err := Decode(r)
+	if err != nil {
+		return Document{}, fmt.Errorf("transcript %s: %w", key, err)
+	}
+	return d, nil
+}
 
 // Render writes the document in format: txt, srt, vtt or json. In srt and
 // vtt each segment's text is put on one line (see cueText) and segments with

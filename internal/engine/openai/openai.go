@@ -186,7 +186,7 @@ func partContentType(path string) string {
 // adjust prefers OpenAI's millisecond hint, which is finer than the
 // standard header it accompanies.
 func adjust(err *engine.Error, resp *http.Response, _ []byte, _, _ string) {
-	if !err.Kind.Permanent() {
+	if !err.Kind.Verdict() {
 		err.RetryAfter = retryAfter(resp.Header, time.Now())
 	}
 }

@@ -696,7 +696,7 @@ func TestSubmitConnectionRefused(t *testing.T) {
 	if ee.Kind != engine.Unreachable {
 		t.Errorf("Kind = %s; want %s", ee.Kind, engine.Unreachable)
 	}
-	if ee.Kind.Permanent() {
+	if ee.Kind.Verdict() {
 		t.Error("connection refused classified as permanent; want temporary")
 	}
 	if ee.Err == nil {

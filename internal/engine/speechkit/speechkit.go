@@ -436,7 +436,7 @@ func adjust(err *engine.Error, _ *http.Response, body []byte, what, detail strin
 		err.Message = "SpeechKit has no such operation: " + detail
 	case what == stepResults.String() && err.Status == http.StatusNotFound:
 		err.Message = "SpeechKit has no results for the operation (it keeps them for 3 days): " + detail
-	case !err.Kind.Permanent() && err.RetryAfter == 0:
+	case !err.Kind.Verdict() && err.RetryAfter == 0:
 		err.RetryAfter = retryDelay(body)
 	}
 }
