@@ -7,9 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
@@ -69,8 +71,11 @@ const (
 	botRequired
 )
 
-// serve runs the role's parts and the HTTP server until ctx ends, embedding
-// a Temporal server first when the role says so.
+// serve runs the role's parts and the HTTP server until ctx ends or one of
+// them fails, embedding a Temporal server first when the role says so.
+// Start-up binds the HTTP port before anything else, so a busy port stops
+// it before a server or worker runs; shutdown stops the intakes (HTTP and
+// bot), then drains the workers, then closes the client and the server.
 func serve(ctx context.Context, args []string, env func(string) string, stderr io.Writer, r role, usage string) error {
 	cfg, err := config.Load(env)
 	if err != nil {
@@ -116,12 +121,16 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 			return err
 		}
 	}
+	// Stopping the workers happens in the shutdown order below; the
+	// deferred call covers a start-up that fails before it.
+	stopWorkers := func() {}
 	if r.worker {
 		stop, err := startWorker(cfg, conn.client, blobs, tel, tg)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		stopWorkers = sync.OnceFunc(stop)
+		defer stopWorkers()
 	}
 
 	var api *httpapi.API
@@ -149,29 +158,50 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 		// once, instead of holding the shutdown up.
 		srv.RegisterOnShutdown(api.Drain)
 	}
-	failed := make(chan error, 2)
-	go func() {
+	// The parts run in one group: the first to fail ends them all, and
+	// its error is the one returned.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			failed <- fmt.Errorf("http server: %w", err)
+			return fmt.Errorf("http server: %w", err)
 		}
-	}()
-	botCtx, stopBot := context.WithCancel(ctx)
-	defer stopBot()
+		return nil
+	})
 	botDone := make(chan struct{})
 	if tg != nil && r.bot != botNever {
 		bot := telegram.NewBot(tg, conn.client, blobs, telegram.BotConfig{
 			Allowed: cfg.TelegramAllowed, Engine: cfg.Engine, Policy: policyFrom(cfg), MaxDuration: cfg.MaxDuration,
 			Route: cfg.Route,
 		}, logger)
-		go func() {
+		g.Go(func() error {
 			defer close(botDone)
-			if err := bot.Run(botCtx); err != nil && botCtx.Err() == nil {
-				failed <- fmt.Errorf("telegram bot: %w", err)
+			if err := bot.Run(gctx); err != nil && gctx.Err() == nil {
+				return fmt.Errorf("telegram bot: %w", err)
 			}
-		}()
+			return nil
+		})
 	} else {
 		close(botDone)
 	}
+	// Shutdown goes in one order, whatever ended the run: first stop
+	// taking new work (the HTTP server drains its requests while the bot
+	// stops polling), then let the workers finish their running steps,
+	// and only then, on return, close the Temporal client and the
+	// embedded server they all use.
+	g.Go(func() error {
+		<-gctx.Done()
+		if ctx.Err() != nil {
+			logger.Info("stopping: letting running steps finish")
+		}
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			logger.Warn("http server shutdown", "error", err)
+		}
+		<-botDone
+		stopWorkers()
+		return nil
+	})
 
 	attrs := []any{"role", r.name, "http", "http://" + ln.Addr().String(), "engine", cfg.Engine,
 		"namespace", cfg.TemporalNamespace, "task_queue", workflows.TaskQueue, "telegram_bot", tg != nil && r.bot != botNever}
@@ -185,18 +215,5 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	}
 	logger.Info("transcriber is running", attrs...)
 
-	var runErr error
-	select {
-	case <-ctx.Done():
-		logger.Info("stopping: letting running steps finish")
-	case runErr = <-failed:
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		logger.Warn("http server shutdown", "error", err)
-	}
-	stopBot()
-	<-botDone
-	return runErr
+	return g.Wait()
 }
