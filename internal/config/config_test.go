@@ -2,7 +2,6 @@ package config
 
 import (
 	"flag"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -112,12 +111,10 @@ func TestWebUICanBeTurnedOff(t *testing.T) {
 
 // The README's configuration table lists every setting with its default.
 func TestREADMEListsEverySetting(t *testing.T) {
-	f, err := os.Open("../../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	readme, _ := io.ReadAll(f)
 	for _, s := range Settings() {
 		def := "unset"
 		if s[2] != "" {
