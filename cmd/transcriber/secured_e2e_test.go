@@ -104,7 +104,7 @@ func TestSecuredClusterMutualTLS(t *testing.T) {
 	}
 	requireSpeechTools(t)
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	stop := startRole(t, env(append(paths, "TRANSCRIBER_HTTP_ADDR", httpAddr)...), httpAddr, "worker")
+	stop, _ := startRole(t, env(append(paths, "TRANSCRIBER_HTTP_ADDR", httpAddr)...), httpAddr, "worker")
 	defer stop()
 	note := testaudio.VoiceNote(t, t.TempDir())
 	r := runCLI(t, env(data...), "transcribe", note)
@@ -129,6 +129,18 @@ func TestSecuredClusterAPIKey(t *testing.T) {
 	if r := runCLI(t, env(append(base, "TEMPORAL_API_KEY", key)...), "jobs", "list"); r.code != 0 {
 		t.Errorf("jobs list with the key: code %d, stderr:\n%s", r.code, r.stderr)
 	}
+	// A worker that runs with the key at debug level never logs it.
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	stop, logs := startRole(t, env(append(base, "TEMPORAL_API_KEY", key, "TRANSCRIBER_HTTP_ADDR", httpAddr,
+		"TRANSCRIBER_DATA_DIR", t.TempDir(), "TRANSCRIBER_LOG_LEVEL", "debug")...), httpAddr, "worker")
+	stop()
+	if strings.Contains(logs.String(), key) {
+		t.Errorf("the worker's log holds the API key:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "transcriber is running") {
+		t.Errorf("the worker did not run:\n%s", logs.String())
+	}
+
 	const wrong = "tmprl-key-stolen-or-stale"
 	for _, tc := range []struct {
 		name string
@@ -152,10 +164,10 @@ func TestSecuredClusterAPIKey(t *testing.T) {
 
 // startRole runs a serving role until the returned stop, once it answers
 // /readyz on httpAddr.
-func startRole(t *testing.T, getenv func(string) string, httpAddr string, role string) (stop func()) {
+func startRole(t *testing.T, getenv func(string) string, httpAddr string, role string) (stop func(), logs *syncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs = &syncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{role}, getenv, io.Discard, logs) }()
 	stop = func() {
@@ -178,7 +190,7 @@ func startRole(t *testing.T, getenv func(string) string, httpAddr string, role s
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return stop
+				return stop, logs
 			}
 		}
 		select {
