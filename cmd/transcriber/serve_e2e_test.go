@@ -11,8 +11,7 @@ import (
 	"time"
 )
 
-// A busy HTTP port stops start-up before a server is embedded or a
-// Temporal cluster is dialed: the error is about the port, at once.
+// Scenario: A busy HTTP port stops start-up before anything runs
 func TestBusyHTTPPortStopsStartUp(t *testing.T) {
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -21,8 +20,8 @@ func TestBusyHTTPPortStopsStartUp(t *testing.T) {
 	}
 	defer l.Close()
 	for _, role := range []string{"up", "worker"} {
-		// Nothing listens at TEMPORAL_ADDRESS: a role that dialed first
-		// would wait for it and fail with another error.
+		// Nothing listens at TEMPORAL_ADDRESS: a role that dialed before
+		// binding the port would fail with another error.
 		r := runCLI(t, env("TRANSCRIBER_HTTP_ADDR", l.Addr().String(), "TEMPORAL_ADDRESS", "127.0.0.1:1",
 			"TRANSCRIBER_DATA_DIR", t.TempDir()), role)
 		if r.code == 0 || !strings.Contains(r.stderr, "http server") || !strings.Contains(r.stderr, "address already in use") {
@@ -34,8 +33,7 @@ func TestBusyHTTPPortStopsStartUp(t *testing.T) {
 	}
 }
 
-// The first part of up to fail ends the run with its error, after the
-// others stopped in order.
+// Scenario: The first part to fail stops up with its error
 func TestUpStopsWhenAPartFails(t *testing.T) {
 	t.Parallel()
 	telegram := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -65,11 +63,11 @@ func TestUpStopsWhenAPartFails(t *testing.T) {
 	t.Logf("up stopped %v after start with: %v", time.Since(start).Round(time.Millisecond), err)
 }
 
-// Stopping an idle up (Ctrl-C, SIGTERM) takes a few seconds, not the
-// drain timeouts: nothing is running that needs them.
+// Scenario: An idle up stops within seconds
 func TestIdleUpStopsPromptly(t *testing.T) {
 	t.Parallel()
 	u := startUp(t, t.TempDir())
+	// Nothing runs that the drain timeouts would wait for.
 	start := time.Now()
 	u.stop()
 	if took := time.Since(start); took > 5*time.Second {
