@@ -260,7 +260,7 @@ func buildConfig(opts Options) (*config.Config, error) {
 		names = append(names, string(primitives.InternalFrontendService))
 		n += 2
 	}
-	ports, err := freePorts(opts.Host, n)
+	ports, err := freePorts(opts.Host, n, opts.FrontendPort)
 	if err != nil {
 		return nil, err
 	}
@@ -379,17 +379,19 @@ func prepareDatabase(sqlConf *config.SQL, opts Options, logger serverLogger) err
 	return nil
 }
 
-// freePorts finds n distinct free ports. It holds each until it has all,
-// so that the kernel cannot hand out one of them twice.
-func freePorts(host string, n int) ([]int, error) {
+// freePorts finds n distinct free ports other than taken. It holds each
+// until it has all, so that the kernel cannot hand out one of them twice.
+func freePorts(host string, n, taken int) ([]int, error) {
 	ports := make([]int, 0, n)
-	for range n {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			return nil, fmt.Errorf("find a free port on %s: %w", host, err)
 		}
 		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		if p := l.Addr().(*net.TCPAddr).Port; p != taken {
+			ports = append(ports, p)
+		}
 	}
 	return ports, nil
 }
