@@ -38,9 +38,11 @@ fmt:
 vet:
 	$(GO) vet $(PKGS)
 
+# errcheck reads .errcheck-excludes, which says why each exclusion is safe.
 lint: vet
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 	$(GO) run go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0 ./workflows/...
+	$(GO) run github.com/kisielk/errcheck@v1.30.0 -exclude .errcheck-excludes $(PKGS)
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)

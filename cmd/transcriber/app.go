@@ -12,17 +12,20 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/grpc/codes"
 
 	"github.com/transcriber/transcriber/activities"
 	"github.com/transcriber/transcriber/internal/audio"
@@ -155,20 +158,65 @@ func connect(ctx context.Context, cfg config.Config, mode embedMode, logger *slo
 	if tel != nil {
 		opts.MetricsHandler = tel.sdk
 	}
+	sec := cfg.TemporalSecurity
+	if conn.server == nil {
+		if err := sec.Apply(&opts); err != nil {
+			return nil, fmt.Errorf("temporal connection settings: %w", err)
+		}
+	} else if sec.Configured() {
+		// The embedded server speaks plain gRPC on loopback; the settings
+		// were most likely meant for a cluster that TEMPORAL_ADDRESS names.
+		logger.Warn("TEMPORAL_TLS* and TEMPORAL_API_KEY apply to the cluster TEMPORAL_ADDRESS names; the embedded server ignores them")
+	}
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := client.DialContext(dialCtx, opts)
 	if err != nil {
 		if conn.server != nil {
-			_ = conn.server.Stop()
+			if stopErr := conn.server.Stop(); stopErr != nil {
+				logger.Warn("stop embedded temporal server", "error", stopErr)
+			}
 		}
 		if cfg.TemporalAddress == "" && mode == dialLocal {
-			return nil, fmt.Errorf("no Temporal server at %s: start one with \"transcriber up\" or set TEMPORAL_ADDRESS (%w)", addr, err)
+			return nil, fmt.Errorf("no Temporal server at %s: start one with \"transcriber up\" or set TEMPORAL_ADDRESS (%w)%s", addr, err, dialHint(err, sec))
 		}
-		return nil, fmt.Errorf("connect to Temporal at %s: %w", addr, err)
+		return nil, fmt.Errorf("connect to Temporal at %s: %w%s", addr, err, dialHint(err, sec))
 	}
 	conn.client, conn.addr = c, addr
 	return conn, nil
+}
+
+// dialHint says which settings to look at when a secured cluster turns a
+// client away. The SDK's error alone names gRPC codes and handshake
+// details, not our variables.
+func dialHint(err error, sec config.TemporalSecurity) string {
+	if code := serviceerror.ToStatus(err).Code(); code == codes.PermissionDenied || code == codes.Unauthenticated {
+		if sec.APIKey == "" {
+			return "; the cluster wants credentials: set TEMPORAL_API_KEY, or a client certificate with TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH"
+		}
+		return "; the cluster refused TEMPORAL_API_KEY: check the key and its permissions on TEMPORAL_NAMESPACE"
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "certificate signed by unknown authority"), strings.Contains(msg, "certificate is not valid"),
+		strings.Contains(msg, "doesn't contain any IP SANs"), strings.Contains(msg, "certificate is valid for"):
+		return "; the server's certificate is not trusted: set TEMPORAL_TLS_SERVER_CA_CERT_PATH to the CA that signed it, or TEMPORAL_TLS_SERVER_NAME to the name it carries"
+	case strings.Contains(msg, "certificate required"), strings.Contains(msg, "bad certificate"),
+		strings.Contains(msg, "unknown certificate authority"):
+		return "; the server wants a client certificate it trusts: set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "; the server does not speak TLS: unset TEMPORAL_TLS or set it to false"
+	case !sec.TLSEnabled() && strings.Contains(msg, "server preface"):
+		// A TLS listener hangs up on a client that greets it in clear.
+		return "; the server may want TLS: set TEMPORAL_TLS=true (and TEMPORAL_TLS_SERVER_CA_CERT_PATH for a private CA)"
+	case sec.TLSEnabled() && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset") ||
+		strings.Contains(msg, "EOF")):
+		// In TLS 1.3 the server judges the client's certificate after the
+		// client thinks the handshake is over, so a refusal may arrive as
+		// a connection closed under the first request rather than an alert.
+		return "; the server closed the connection: it may want a client certificate it trusts, set with TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH"
+	}
+	return ""
 }
 
 // ensureSearchAttributes registers the job search attributes on a server

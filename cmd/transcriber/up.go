@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
@@ -65,8 +66,12 @@ type role struct {
 	api bool
 }
 
-// serve runs the role's parts and the HTTP server until ctx ends, embedding
-// a Temporal server first when the role says so.
+// serve runs the role's parts and the HTTP server until ctx ends or one of
+// them fails, embedding a Temporal server first when the role says so.
+// Start-up binds the HTTP port before anything else, so a busy port stops
+// it before a server or worker runs; shutdown stops taking work in (HTTP
+// and the intakes), then drains the workers, then closes the client and the
+// server.
 func serve(ctx context.Context, args []string, env func(string) string, stderr io.Writer, r role, usage string) error {
 	cfg, err := config.Load(env)
 	if err != nil {
@@ -107,12 +112,16 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	if err != nil {
 		return err
 	}
+	// Stopping the workers happens in the shutdown order below; the
+	// deferred call covers a start-up that fails before it.
+	stopWorkers := func() {}
 	if r.worker {
 		stop, err := startWorker(cfg, conn.client, blobs, tel, true)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		stopWorkers = sync.OnceFunc(stop)
+		defer stopWorkers()
 	}
 
 	var api *httpapi.API
@@ -140,14 +149,15 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 		// once, instead of holding the shutdown up.
 		srv.RegisterOnShutdown(api.Drain)
 	}
-	failed := make(chan error, 1+len(run))
-	go func() {
+	// The parts run in one group: the first to fail ends them all, and
+	// its error is the one returned.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			failed <- fmt.Errorf("http server: %w", err)
+			return fmt.Errorf("http server: %w", err)
 		}
-	}()
-	intakeCtx, stopIntakes := context.WithCancel(ctx)
-	defer stopIntakes()
+		return nil
+	})
 	var intakesDone sync.WaitGroup
 	var names []string
 	for _, in := range run {
@@ -156,12 +166,34 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 			return err
 		}
 		names = append(names, string(in.source))
-		intakesDone.Go(func() {
-			if err := loop(intakeCtx); err != nil && intakeCtx.Err() == nil {
-				failed <- fmt.Errorf("%s intake: %w", in.source, err)
+		intakesDone.Add(1)
+		g.Go(func() error {
+			defer intakesDone.Done()
+			if err := loop(gctx); err != nil && gctx.Err() == nil {
+				return fmt.Errorf("%s intake: %w", in.source, err)
 			}
+			return nil
 		})
 	}
+	// Shutdown goes in one order, whatever ended the run: first stop
+	// taking new work (the HTTP server drains its requests while the
+	// intakes stop), then let the workers finish their running steps,
+	// and only then, on return, close the Temporal client and the
+	// embedded server they all use.
+	g.Go(func() error {
+		<-gctx.Done()
+		if ctx.Err() != nil {
+			logger.Info("stopping: letting running steps finish")
+		}
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			logger.Warn("http server shutdown", "error", err)
+		}
+		intakesDone.Wait()
+		stopWorkers()
+		return nil
+	})
 
 	attrs := []any{"role", r.name, "http", "http://" + ln.Addr().String(), "engine", cfg.Engine,
 		"namespace", cfg.TemporalNamespace, "task_queue", workflows.TaskQueue, "intakes", names}
@@ -175,20 +207,7 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	}
 	logger.Info("transcriber is running", attrs...)
 
-	var runErr error
-	select {
-	case <-ctx.Done():
-		logger.Info("stopping: letting running steps finish")
-	case runErr = <-failed:
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		logger.Warn("http server shutdown", "error", err)
-	}
-	stopIntakes()
-	intakesDone.Wait()
-	return runErr
+	return g.Wait()
 }
 
 // intakesToRun are the intakes the role runs with this configuration.

@@ -68,6 +68,9 @@ type Config struct {
 	WebhookSecret    string
 	LogLevel         slog.Level
 	LogFormat        string
+
+	// TemporalSecurity is TLS and the API key for a cluster the roles dial.
+	TemporalSecurity TemporalSecurity
 }
 
 // setting is one variable and its flag.
@@ -83,6 +86,43 @@ var settings = []setting{
 		func(c *Config, v string) error { c.TemporalAddress = v; return nil }},
 	{"TEMPORAL_NAMESPACE", "temporal-namespace", "default", "Temporal namespace of the jobs",
 		func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
+	// The Temporal CLI's variables for secured clusters. Keys and key data
+	// are secrets, and PEM data does not fit a command line: environment
+	// only. Checked in Validate, whose errors never quote them.
+	{"TEMPORAL_API_KEY", "", "", "API key of Temporal Cloud or of a cluster that checks keys, sent as a bearer token; turns TLS on unless TEMPORAL_TLS=false (environment only)",
+		func(c *Config, v string) error { c.TemporalSecurity.APIKey = strings.TrimSpace(v); return nil }},
+	{"TEMPORAL_TLS", "temporal-tls", "", "true connects to Temporal over TLS, false without; unset is TLS when a certificate, key, CA or API key is given",
+		func(c *Config, v string) error {
+			if strings.TrimSpace(v) == "" {
+				c.TemporalSecurity.TLS = nil
+				return nil
+			}
+			b, err := parseBool(v)
+			c.TemporalSecurity.TLS = &b
+			return err
+		}},
+	{"TEMPORAL_TLS_CLIENT_CERT_PATH", "temporal-tls-client-cert-path", "", "PEM file of the client certificate for mutual TLS",
+		func(c *Config, v string) error { c.TemporalSecurity.ClientCertPath = strings.TrimSpace(v); return nil }},
+	{"TEMPORAL_TLS_CLIENT_CERT_DATA", "", "", "the client certificate itself, PEM, instead of a file (environment only)",
+		func(c *Config, v string) error { c.TemporalSecurity.ClientCertData = v; return nil }},
+	{"TEMPORAL_TLS_CLIENT_KEY_PATH", "temporal-tls-client-key-path", "", "PEM file of the client certificate's private key",
+		func(c *Config, v string) error { c.TemporalSecurity.ClientKeyPath = strings.TrimSpace(v); return nil }},
+	{"TEMPORAL_TLS_CLIENT_KEY_DATA", "", "", "the client's private key itself, PEM, instead of a file (environment only)",
+		func(c *Config, v string) error { c.TemporalSecurity.ClientKeyData = v; return nil }},
+	{"TEMPORAL_TLS_SERVER_CA_CERT_PATH", "temporal-tls-server-ca-cert-path", "", "PEM file of the CA that signed the server's certificate; unset trusts the system's CAs",
+		func(c *Config, v string) error {
+			c.TemporalSecurity.ServerCACertPath = strings.TrimSpace(v)
+			return nil
+		}},
+	{"TEMPORAL_TLS_SERVER_CA_CERT_DATA", "", "", "the server's CA certificate itself, PEM, instead of a file (environment only)",
+		func(c *Config, v string) error { c.TemporalSecurity.ServerCACertData = v; return nil }},
+	{"TEMPORAL_TLS_SERVER_NAME", "temporal-tls-server-name", "", "name the server's certificate must carry, when it is not the host of TEMPORAL_ADDRESS",
+		func(c *Config, v string) error { c.TemporalSecurity.ServerName = strings.TrimSpace(v); return nil }},
+	{"TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", "temporal-tls-disable-host-verification", "false", "true accepts any server certificate; for tests only",
+		func(c *Config, v string) (err error) {
+			c.TemporalSecurity.DisableHostVerification, err = parseBool(v)
+			return err
+		}},
 	{"TRANSCRIBER_DATA_DIR", "data-dir", "./data", "directory for the embedded server's database (temporal.db) and the stored recordings",
 		func(c *Config, v string) error { c.DataDir = v; return nil }},
 	{"TRANSCRIBER_BLOB_URL", "blob-url", "", "where recordings and transcripts are kept: a directory, file:///path or s3://bucket/prefix (with the AWS_* variables); unset is blobs under the data directory",
@@ -230,11 +270,19 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		if s.flag == "" {
 			continue
 		}
-		fs.Func(s.flag, fmt.Sprintf("%s (env %s, default %q)", s.usage, s.env, s.def), func(v string) error {
-			return s.set(c, v)
-		})
+		usage := fmt.Sprintf("%s (env %s, default %q)", s.usage, s.env, s.def)
+		set := func(v string) error { return s.set(c, v) }
+		if boolFlags[s.flag] {
+			fs.BoolFunc(s.flag, usage, set)
+		} else {
+			fs.Func(s.flag, usage, set)
+		}
 	}
 }
+
+// boolFlags may be given without a value, as the Temporal CLI's --tls is:
+// --temporal-tls means --temporal-tls=true.
+var boolFlags = map[string]bool{"temporal-tls": true, "temporal-tls-disable-host-verification": true}
 
 // Validate checks the settings together and says how to fix what is wrong.
 func (c Config) Validate() error {
@@ -282,6 +330,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q is not host:port: %w", name, addr, err))
 		}
+	}
+	if _, err := c.TemporalSecurity.ClientTLS(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.TemporalAddress != "" {
 		if _, _, err := net.SplitHostPort(c.TemporalAddress); err != nil {

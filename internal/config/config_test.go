@@ -2,7 +2,6 @@ package config
 
 import (
 	"flag"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -158,12 +157,7 @@ func TestWebUICanBeTurnedOff(t *testing.T) {
 
 func readme(t *testing.T) string {
 	t.Helper()
-	f, err := os.Open("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
+	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

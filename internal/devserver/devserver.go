@@ -7,13 +7,16 @@ package devserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -28,6 +31,7 @@ import (
 	"go.temporal.io/server/common/membership/static"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/common/primitives"
+	"go.temporal.io/server/common/rpc/encryption"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -61,7 +65,21 @@ type Options struct {
 	// Logger receives the server's own logs at LogLevel and above.
 	Logger   *slog.Logger
 	LogLevel slog.Level
+	// TLS, when set, serves the frontend over TLS with this configuration;
+	// its ClientAuth and ClientCAs make it mutual TLS. It stands for a
+	// secured cluster such as Temporal Cloud, for the clients' tests.
+	TLS *tls.Config
+	// APIKeys, when set, make the frontend refuse every call that does not
+	// carry the metadata "authorization: Bearer <one of them>", as
+	// Temporal Cloud refuses calls without a valid API key.
+	APIKeys []string
 }
+
+// secured says whether clients must prove themselves to the frontend. The
+// server's own services then reach it through an internal frontend on
+// loopback instead, as a production cluster's do, so that they need
+// neither certificates nor keys.
+func (o Options) secured() bool { return o.TLS != nil || len(o.APIKeys) > 0 }
 
 // Server is a running embedded Temporal server.
 type Server struct {
@@ -88,17 +106,18 @@ func Start(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.TLS != nil && opts.UIAddr != "" {
+		// The Web UI would need a client certificate of its own to dial a
+		// mutual-TLS frontend; nothing needs both yet.
+		return nil, errors.New("devserver: the web ui does not dial a TLS frontend; turn one of them off")
+	}
 	if opts.Retention <= 0 {
 		opts.Retention = 7 * 24 * time.Hour
 	}
-	if opts.FrontendPort == 0 {
-		p, err := freePort(opts.Host)
-		if err != nil {
-			return nil, err
+	if opts.FrontendPort != 0 {
+		if err := portAvailable(opts.Host, opts.FrontendPort); err != nil {
+			return nil, fmt.Errorf("temporal frontend port: %w", err)
 		}
-		opts.FrontendPort = p
-	} else if err := portAvailable(opts.Host, opts.FrontendPort); err != nil {
-		return nil, fmt.Errorf("temporal frontend port: %w", err)
 	}
 	// The UI server exits the whole process when it cannot bind, so the
 	// address is checked here where the failure can still be reported.
@@ -134,8 +153,9 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("devserver claim mapper: %w", err)
 	}
 	hosts := map[primitives.ServiceName]static.Hosts{}
-	for _, svc := range []primitives.ServiceName{primitives.FrontendService, primitives.HistoryService, primitives.MatchingService, primitives.WorkerService} {
-		hosts[svc] = static.SingleLocalHost(net.JoinHostPort(opts.Host, strconv.Itoa(conf.Services[string(svc)].RPC.GRPCPort)))
+	services := slices.Sorted(maps.Keys(conf.Services))
+	for _, name := range services {
+		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort(opts.Host, strconv.Itoa(conf.Services[name].RPC.GRPCPort)))
 	}
 	dyn := dynamicconfig.StaticClient{
 		// Visibility answers immediately after an upsert in a single-node
@@ -143,22 +163,32 @@ func Start(opts Options) (*Server, error) {
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key():      true,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
 	}
-	srv, err := temporal.NewServer(
+	if len(opts.APIKeys) > 0 {
+		keys := apiKeys(opts.APIKeys)
+		authorizer, claimMapper = keys, keys
+	}
+	serverOpts := []temporal.ServerOption{
 		temporal.WithConfig(conf),
-		temporal.ForServices(temporal.DefaultServices),
+		temporal.ForServices(services),
 		temporal.WithStaticHosts(hosts),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
 		temporal.WithDynamicConfigClient(dyn),
-	)
+	}
+	if opts.TLS != nil {
+		// Only the public frontend speaks TLS; the services and the
+		// internal frontend talk plain gRPC among themselves on loopback.
+		serverOpts = append(serverOpts, temporal.WithTLSConfigFactory(&encryption.FixedTLSConfigProvider{FrontendServerConfig: opts.TLS}))
+	}
+	srv, err := temporal.NewServer(serverOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
 	if err := srv.Start(); err != nil {
 		return nil, secret.error(fmt.Errorf("devserver start: %w", err))
 	}
-	s := &Server{server: srv, frontendAddr: conf.PublicClient.HostPort, database: describeDatabase(opts), logLevel: level}
+	s := &Server{server: srv, frontendAddr: net.JoinHostPort(opts.Host, strconv.Itoa(conf.Services["frontend"].RPC.GRPCPort)), database: describeDatabase(opts), logLevel: level}
 
 	if opts.UIAddr != "" {
 		host, portStr, _ := net.SplitHostPort(opts.UIAddr)
@@ -222,11 +252,26 @@ func buildConfig(opts Options) (*config.Config, error) {
 
 	conf.Persistence = persistenceConfig(opts)
 
-	frontend := net.JoinHostPort(opts.Host, strconv.Itoa(opts.FrontendPort))
-	httpPort, err := freePort(opts.Host)
+	names := []string{"frontend", "history", "matching", "worker"}
+	// A gRPC port for each service and the frontend's HTTP port, all
+	// found at once so that no two are the same.
+	n := len(names) + 1
+	if opts.secured() {
+		names = append(names, string(primitives.InternalFrontendService))
+		n += 2
+	}
+	ports, err := freePorts(opts.Host, n, opts.FrontendPort)
 	if err != nil {
 		return nil, err
 	}
+	next := func() int { p := ports[0]; ports = ports[1:]; return p }
+	// The frontend's port is the operator's, else the first found.
+	frontendPort := next()
+	if opts.FrontendPort != 0 {
+		frontendPort = opts.FrontendPort
+	}
+	frontend := net.JoinHostPort(opts.Host, strconv.Itoa(frontendPort))
+	httpPort := next()
 	conf.ClusterMetadata = &cluster.Config{
 		FailoverVersionIncrement: 10,
 		MasterClusterName:        clusterName,
@@ -242,18 +287,17 @@ func buildConfig(opts Options) (*config.Config, error) {
 	}
 	conf.DCRedirectionPolicy.Policy = "noop"
 	conf.Services = map[string]config.Service{}
-	for _, name := range []string{"frontend", "history", "matching", "worker"} {
+	for _, name := range names {
 		var svc config.Service
 		svc.RPC.BindOnIP = opts.Host
-		if name == "frontend" {
-			svc.RPC.GRPCPort = opts.FrontendPort
+		switch name {
+		case "frontend":
+			svc.RPC.GRPCPort = frontendPort
 			svc.RPC.HTTPPort = httpPort
-		} else {
-			p, err := freePort(opts.Host)
-			if err != nil {
-				return nil, err
-			}
-			svc.RPC.GRPCPort = p
+		case string(primitives.InternalFrontendService):
+			svc.RPC.GRPCPort, svc.RPC.HTTPPort = next(), next()
+		default:
+			svc.RPC.GRPCPort = next()
 		}
 		conf.Services[name] = svc
 	}
@@ -262,6 +306,10 @@ func buildConfig(opts Options) (*config.Config, error) {
 	conf.NamespaceDefaults.Archival.History.State = "disabled"
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	conf.PublicClient.HostPort = frontend
+	if opts.secured() {
+		// Empty sends the server's own clients to the internal frontend.
+		conf.PublicClient.HostPort = ""
+	}
 	return &conf, nil
 }
 
@@ -331,13 +379,21 @@ func prepareDatabase(sqlConf *config.SQL, opts Options, logger serverLogger) err
 	return nil
 }
 
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
+// freePorts finds n distinct free ports other than taken. It holds each
+// until it has all, so that the kernel cannot hand out one of them twice.
+func freePorts(host string, n, taken int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("find a free port on %s: %w", host, err)
+		}
+		defer l.Close()
+		if p := l.Addr().(*net.TCPAddr).Port; p != taken {
+			ports = append(ports, p)
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 func portAvailable(host string, port int) error {

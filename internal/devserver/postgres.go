@@ -123,7 +123,9 @@ func ensureDatabase(ctx context.Context, u pgurl.URL, database string) error {
 	if err != nil {
 		return explain(u, from, err)
 	}
-	defer db.Close()
+	// The pool served one statement; closing it can only fail on
+	// connections that are gone already.
+	defer func() { _ = db.Close() }()
 	_, err = db.ExecContext(ctx, `CREATE DATABASE "`+database+`"`)
 	switch sqlState(err) {
 	case "", pgDuplicateDatabase:
@@ -141,7 +143,7 @@ func ping(ctx context.Context, u pgurl.URL, database string) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }() // as in ensureDatabase
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return db.PingContext(ctx)

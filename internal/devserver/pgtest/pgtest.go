@@ -211,7 +211,8 @@ func (s *Server) Databases(t testing.TB) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
+	// rows.Err below reports what went wrong while reading.
+	defer func() { _ = rows.Close() }()
 	var out []string
 	for rows.Next() {
 		var n string
@@ -233,7 +234,7 @@ func (s *Server) Query(t testing.TB, database, query string, dest any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer closeDB(t, db)
 	if err := db.QueryRow(query).Scan(dest); err != nil {
 		t.Fatalf("%s in %s: %v", query, database, err)
 	}
@@ -271,4 +272,12 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// closeDB closes a pool a test opened, failing the test if that fails.
+func closeDB(t testing.TB, db *sql.DB) {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Errorf("close database pool: %v", err)
+	}
 }

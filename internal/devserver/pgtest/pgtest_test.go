@@ -14,7 +14,7 @@ func TestServerAcceptsPasswordLogins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer closeDB(t, db)
 	var who string
 	if err := db.QueryRow("SELECT current_user").Scan(&who); err != nil {
 		t.Fatal(err)
@@ -23,8 +23,11 @@ func TestServerAcceptsPasswordLogins(t *testing.T) {
 		t.Errorf("logged in as %q; want %q", who, role.Name)
 	}
 	wrong := Role{Name: role.Name, Password: "wrong"}
-	bad, _ := sql.Open("postgres", s.URL(wrong, name))
-	defer bad.Close()
+	bad, err := sql.Open("postgres", s.URL(wrong, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB(t, bad)
 	if err := bad.Ping(); err == nil {
 		t.Error("a wrong password was accepted")
 	}
