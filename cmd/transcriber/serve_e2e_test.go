@@ -54,7 +54,7 @@ func TestUpStopsWhenAPartFails(t *testing.T) {
 		"TELEGRAM_BOT_TOKEN", "123:revoked",
 		"TELEGRAM_API_ENDPOINT", telegram.URL,
 	), &syncBuffer{}, logs)
-	if err == nil || !strings.Contains(err.Error(), "telegram bot") || !strings.Contains(err.Error(), "TELEGRAM_BOT_TOKEN") {
+	if err == nil || !strings.Contains(err.Error(), "telegram intake") || !strings.Contains(err.Error(), "TELEGRAM_BOT_TOKEN") {
 		t.Fatalf("up = %v; want the bot's error\n%s", err, logs.String())
 	}
 	if ctx.Err() != nil {

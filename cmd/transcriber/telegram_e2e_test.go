@@ -248,8 +248,8 @@ func TestTelegramRepliesUndeliverableAfterRestart(t *testing.T) {
 		t.Errorf("a reply went out through a bot that is not running: %d", n)
 	}
 
-	// Restart again with the bot, and meet a Telegram job whose record lost
-	// its chat: only a defect can do that, so it is an ERROR.
+	// Restart again with the bot, and meet a Telegram job whose recipient
+	// lost its address: only a defect can do that, so it is an ERROR.
 	second.stop()
 	third := startUpOn(t, dataDir, first, append(botEnv(tg), common...)...)
 	blobs, err := blob.NewLocal(filepath.Join(dataDir, "blobs"))
@@ -267,7 +267,8 @@ func TestTelegramRepliesUndeliverableAfterRestart(t *testing.T) {
 	}
 	defer c.Close()
 	if _, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: orphan, TaskQueue: workflows.TaskQueue},
-		workflows.WorkflowName, workflows.Input{Source: job.SourceTelegram, Original: workflows.Original{Key: key}, Engine: "openai", Policy: workflows.DefaultPolicy()}); err != nil {
+		workflows.WorkflowName, workflows.Input{Source: job.SourceTelegram, Original: workflows.Original{Key: key}, Engine: "openai", Policy: workflows.DefaultPolicy(),
+			Recipient: &job.Recipient{Message: "1"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the orphan job to finish", func() bool {
