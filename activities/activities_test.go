@@ -664,3 +664,32 @@ func TestStepsHeartbeatWhileCopying(t *testing.T) {
 		})
 	}
 }
+
+// englishOnly is an engine that declares the languages it recognises.
+type englishOnly struct{ fakeEngine }
+
+func (englishOnly) Languages() []string { return []string{"en"} }
+
+// Scenario: A job in a language its engine does not recognise fails at once, before any work
+func TestConvertRefusesUnsupportedLanguage(t *testing.T) {
+	f := newFixture(t, &fakeEngine{})
+	f.acts.Engines["english"] = &englishOnly{}
+	// Nothing is stored under the key: the verdict comes before any copy or
+	// conversion.
+	_, err := f.env.ExecuteActivity(f.acts.Convert, ConvertInput{Call: schedule, OriginalKey: "jobs/x/missing.ogg", Engine: "english", Language: "ru-RU"})
+	appErr := appError(t, err)
+	if job.Kind(appErr.Type()) != job.UnsupportedLanguage || !appErr.NonRetryable() {
+		t.Fatalf("error = %v; want a verdict of kind %s", err, job.UnsupportedLanguage)
+	}
+	for _, want := range []string{"english engine does not recognise ru-RU, only en", "TRANSCRIBER_ENGINE_ROUTES=ru=openai"} {
+		if !strings.Contains(appErr.Message(), want) {
+			t.Errorf("message %q lacks %q", appErr.Message(), want)
+		}
+	}
+	for _, lang := range []string{"", "en", "en-GB"} {
+		_, err := f.env.ExecuteActivity(f.acts.Convert, ConvertInput{Call: schedule, OriginalKey: "jobs/x/missing.ogg", Engine: "english", Language: lang})
+		if appErr := appError(t, err); job.Kind(appErr.Type()) == job.UnsupportedLanguage {
+			t.Errorf("language %q refused: %v", lang, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,8 @@ type ConvertInput struct {
 	Call
 	OriginalKey string `json:"original_key"`
 	Engine      string `json:"engine"`
+	// Language is the job's, checked against the engine's before any work.
+	Language string `json:"language,omitempty"`
 }
 
 // ConvertOutput is the normalised audio.
@@ -50,6 +53,9 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 	rec, err := a.recognizer(in.Engine)
 	if err != nil {
 		return ConvertOutput{}, err
+	}
+	if !engine.Supports(rec, in.Language) {
+		return ConvertOutput{}, unsupportedLanguage(in.Engine, in.Language, rec)
 	}
 	work, cleanup, err := a.workDir()
 	if err != nil {
@@ -212,4 +218,18 @@ func shift(spans []audio.Span, by time.Duration) []audio.Span {
 		spans[i].Offset += by
 	}
 	return spans
+}
+
+// unsupportedLanguage is the verdict on a job whose engine cannot hear its
+// language: converting and sending it would only bring back another
+// language's words marked done. It says what the owner can do.
+func unsupportedLanguage(name, language string, rec Recognizer) error {
+	knows := ""
+	if l, ok := rec.(engine.Linguist); ok {
+		knows = fmt.Sprintf(", only %s", strings.Join(l.Languages(), ", "))
+	}
+	primary := engine.PrimaryLanguage(language)
+	return verdict(job.UnsupportedLanguage, fmt.Sprintf(
+		"the %s engine does not recognise %s%s: route %s to an engine that does (TRANSCRIBER_ENGINE_ROUTES=%s=openai, say), "+
+			"choose one for the job, or give the recording's real language", name, language, knows, primary, primary))
 }

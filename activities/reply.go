@@ -20,6 +20,8 @@ type Reply struct {
 	State         job.State    `json:"state"`
 	TranscriptKey string       `json:"transcript_key,omitempty"`
 	Failure       *job.Failure `json:"failure,omitempty"`
+	// Language is the job's speech language, which a notice may name.
+	Language string `json:"language,omitempty"`
 }
 
 // ReplyInput is a Reply with the retry schedule of its step.
@@ -36,6 +38,7 @@ type Outcome struct {
 	State     job.State
 	Text      string
 	Failure   *job.Failure
+	Language  string
 }
 
 // SendReply delivers the outcome to the sender, when the job has a
@@ -58,7 +61,7 @@ func (a *Activities) SendReply(ctx context.Context, in ReplyInput) error {
 		a.undelivered(ctx, in.Source, job.UndeliveredRecipientMissing)
 		return nil
 	}
-	out := Outcome{JobID: in.JobID, Recipient: *in.Recipient, State: in.State, Failure: in.Failure}
+	out := Outcome{JobID: in.JobID, Recipient: *in.Recipient, State: in.State, Failure: in.Failure, Language: in.Language}
 	if in.State == job.Done {
 		doc, err := transcript.Load(ctx, a.Blobs, in.TranscriptKey)
 		if err != nil {

@@ -18,6 +18,8 @@ func TestNonRetryableErrorTypes(t *testing.T) {
 	steps := []string{
 		"empty_audio", "unsupported_format", "too_long", "no_speech",
 		"engine_rejected", "engine_unauthorized", "operation_failed", "engine_not_configured",
+		// Added with the language check.
+		"unsupported_language",
 		"file_too_big", "source_file_missing", "service_refused",
 	}
 	webhooks := []string{"webhook_refused", "webhook_not_configured"}

@@ -21,7 +21,7 @@ func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) 
 		Call: j.call(),
 		Reply: activities.Reply{
 			JobID: j.s.JobID, Source: j.s.Source, Recipient: j.s.Recipient,
-			State: state, TranscriptKey: j.s.TranscriptKey, Failure: f,
+			State: state, TranscriptKey: j.s.TranscriptKey, Failure: f, Language: j.s.Language,
 		},
 	}).Get(ctx, nil)
 }

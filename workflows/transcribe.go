@@ -144,7 +144,7 @@ func (j *jobState) run(ctx workflow.Context) error {
 		}
 		var out activities.ConvertOutput
 		err := workflow.ExecuteActivity(j.stepOptions(ctx, convertTimeout, heartbeatTimeout), a.Convert, activities.ConvertInput{
-			Call: j.call(), OriginalKey: j.s.Original.Key, Engine: j.s.Engine,
+			Call: j.call(), OriginalKey: j.s.Original.Key, Engine: j.s.Engine, Language: j.s.Language,
 		}).Get(ctx, &out)
 		if err != nil {
 			return err

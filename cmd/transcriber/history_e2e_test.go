@@ -50,7 +50,7 @@ func TestRecordWorkflowHistories(t *testing.T) {
 		"ASSEMBLYAI_BASE_URL", aai.URL(), "ASSEMBLYAI_API_KEY", "aai-key", "ASSEMBLYAI_POLL_INTERVAL", "1s",
 		"ASSEMBLYAI_WEBHOOK_URL", "http://"+httpAddr+"/v1/callbacks/assemblyai", "ASSEMBLYAI_WEBHOOK_SECRET", "history",
 		"TRANSCRIBER_CHUNK_DURATION", "30s",
-		"TELEGRAM_BOT_TOKEN", botToken, "TELEGRAM_API_ENDPOINT", tg.URL(), "TELEGRAM_ALLOWED_USERS", strconv.FormatInt(owner.ID, 10))
+		"TELEGRAM_BOT_TOKEN", botToken, "TELEGRAM_API_ENDPOINT", tg.URL(), "TELEGRAM_ALLOWED_USERS", strconv.FormatInt(friend.ID, 10))
 	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
 	if err != nil {
 		t.Fatal(err)
@@ -78,13 +78,13 @@ func TestRecordWorkflowHistories(t *testing.T) {
 
 	// A Telegram job acknowledges, shows its progress and replies; one
 	// that fails tells the sender why.
-	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	voice := tg.PushVoice(friend, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
 	waitMessage(t, tg, voice.ChatID, "the Telegram transcript", func(s telegramtest.Sent) bool {
 		return s.Method == "sendMessage" && s.Text == testaudio.GoForwardText
 	})
 	histories["done-telegram"] = workflows.TelegramJobID(voice.ChatID, voice.MessageID)
 	notAudio := []byte("these bytes are not audio")
-	doc := tg.PushDocument(owner, tg.AddFile(notAudio, "documents/notes.mp3"), "notes.mp3", "audio/mpeg", int64(len(notAudio)))
+	doc := tg.PushDocument(friend, tg.AddFile(notAudio, "documents/notes.mp3"), "notes.mp3", "audio/mpeg", int64(len(notAudio)))
 	failedTelegram := workflows.TelegramJobID(doc.ChatID, doc.MessageID)
 	waitFor(t, "the Telegram job to fail", func() bool {
 		return showField(runCLI(t, u.client, "jobs", "show", failedTelegram).stdout, "state") == "failed"

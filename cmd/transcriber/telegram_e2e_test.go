@@ -210,7 +210,7 @@ func TestTelegramCommandsAndLanguage(t *testing.T) {
 func TestTelegramCatchesUpAfterDowntime(t *testing.T) {
 	requireSpeechTools(t)
 	tg := telegramtest.New(t, botToken)
-	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	voice := tg.PushVoice(friend, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
 	startUp(t, t.TempDir(), botEnv(tg)...)
 	waitMessage(t, tg, voice.ChatID, "the transcript", func(s telegramtest.Sent) bool {
 		return s.ReplyTo == voice.MessageID && s.Text == testaudio.GoForwardText
@@ -334,4 +334,44 @@ func TestTelegramBotRole(t *testing.T) {
 	if strings.Contains(worker.String(), "bot=@") {
 		t.Error("a worker polls Telegram")
 	}
+}
+
+// Scenario: A chat whose speech language no engine here recognises is told so, and /speech changes it
+func TestTelegramSpeechLanguage(t *testing.T) {
+	requireSpeechTools(t)
+	tg := telegramtest.New(t, botToken)
+	// The default engine, local, knows English only, and no route sends
+	// Russian elsewhere.
+	u := startUp(t, t.TempDir(), botEnv(tg)...)
+	first := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/first.oga"), 3, 8138)
+	notice := waitMessage(t, tg, first.ChatID, "the notice about the language", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == first.MessageID && strings.HasPrefix(s.Text, "Не получилось")
+	})
+	for _, want := range []string{"русский (ru)", "TRANSCRIBER_ENGINE_ROUTES", "ru=openai", "/speech en"} {
+		if !strings.Contains(notice.Text, want) {
+			t.Errorf("notice %q lacks %q", notice.Text, want)
+		}
+	}
+	id := workflows.TelegramJobID(first.ChatID, first.MessageID)
+	show := runCLI(t, u.client, "jobs", "show", id)
+	if !strings.HasPrefix(showField(show.stdout, "failure"), "unsupported_language at converting: the local engine does not recognise ru, only en") {
+		t.Errorf("jobs show %s:\n%s", id, show.stdout)
+	}
+	if n := countMessages(tg, first.ChatID, func(s telegramtest.Sent) bool { return s.Text == testaudio.GoForwardText }); n != 0 {
+		t.Errorf("an English transcript went out for a Russian chat: %d", n)
+	}
+
+	set := tg.PushText(owner, "/speech en", nil)
+	waitMessage(t, tg, set.ChatID, "/speech", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == set.MessageID && s.Text == "Теперь записи в этом чате считаются записями на языке: английский (en)."
+	})
+	second := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/second.oga"), 3, 8138)
+	waitMessage(t, tg, second.ChatID, "the transcript in English", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == second.MessageID && s.Text == testaudio.GoForwardText
+	})
+	// The bot still speaks Russian here: the two languages are apart.
+	help := tg.PushText(owner, "/speech", nil)
+	waitMessage(t, tg, help.ChatID, "/speech without a code", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == help.MessageID && strings.Contains(s.Text, "английский (en)") && strings.Contains(s.Text, "/speech ru")
+	})
 }

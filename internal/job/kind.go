@@ -18,6 +18,9 @@ const (
 	EngineUnauthorized  Kind = "engine_unauthorized"
 	OperationFailed     Kind = "operation_failed"
 	EngineNotConfigured Kind = "engine_not_configured"
+	// UnsupportedLanguage: the job's engine does not recognise its
+	// language; another engine, by route or by choice, may.
+	UnsupportedLanguage Kind = "unsupported_language"
 	// The intake's service (Telegram) said no.
 	FileTooBig        Kind = "file_too_big"
 	SourceFileMissing Kind = "source_file_missing"
@@ -61,6 +64,9 @@ var kinds = []struct {
 	{EngineUnauthorized, kindTraits{verdict: true}},
 	{OperationFailed, kindTraits{verdict: true}},
 	{EngineNotConfigured, kindTraits{verdict: true}},
+	// The configuration is at fault, not the recording: the owner adds an
+	// engine for the language, or the sender names another language.
+	{UnsupportedLanguage, kindTraits{verdict: true}},
 	{FileTooBig, kindTraits{verdict: true}},
 	{SourceFileMissing, kindTraits{verdict: true}},
 	{ServiceRefused, kindTraits{verdict: true}},

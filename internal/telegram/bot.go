@@ -172,15 +172,20 @@ func (b *Bot) handle(ctx context.Context, u tgbotapi.Update) error {
 // came twice — is left as it is.
 func (b *Bot) start(ctx context.Context, m *tgbotapi.Message, media media, lang string) error {
 	id := workflows.TelegramJobID(m.Chat.ID, m.MessageID)
+	// The speech language, not the language the bot speaks here, picks the
+	// engine and travels with the job, so that an engine that cannot hear
+	// it refuses the job at once instead of answering in the wrong words.
+	speech := b.speechLanguage(ctx, m)
 	engine, fallback := b.cfg.Engine, ""
 	if b.cfg.Route != nil {
-		engine, fallback = b.cfg.Route(lang)
+		engine, fallback = b.cfg.Route(speech)
 	}
 	in := workflows.Input{
 		Source:     job.SourceTelegram,
 		Original:   workflows.Original{FileID: media.fileID, Name: media.name, MIME: media.mime, Size: media.size, Ext: media.ext},
 		Engine:     engine,
 		Fallback:   fallback,
+		Language:   speech,
 		Recipient:  recipient(m.Chat.ID, m.MessageID, lang),
 		Policy:     b.cfg.Policy,
 		AcceptedAt: time.Unix(int64(m.Date), 0),
@@ -207,10 +212,23 @@ func (b *Bot) command(ctx context.Context, m *tgbotapi.Message, lang string) err
 		if arg != "en" && arg != "ru" {
 			return b.say(ctx, m, t.langUsage)
 		}
-		if err := b.saveLanguage(ctx, m.Chat.ID, arg); err != nil {
+		s := b.settings(ctx, m.Chat.ID)
+		s.Language = arg
+		if err := b.saveSettings(ctx, m.Chat.ID, s); err != nil {
 			return err
 		}
 		return b.say(ctx, m, textsFor(arg).langSet)
+	case "speech":
+		arg := strings.ToLower(strings.TrimSpace(m.CommandArguments()))
+		if arg == "" || job.CheckLanguage(arg) != nil {
+			return b.say(ctx, m, fmt.Sprintf(t.speechUsage, languageName(lang, b.speechLanguage(ctx, m))))
+		}
+		s := b.settings(ctx, m.Chat.ID)
+		s.Speech = arg
+		if err := b.saveSettings(ctx, m.Chat.ID, s); err != nil {
+			return err
+		}
+		return b.say(ctx, m, fmt.Sprintf(t.speechSet, languageName(lang, arg)))
 	case "status", "retry":
 		if m.ReplyToMessage == nil {
 			return b.say(ctx, m, t.replyToRecording)
@@ -226,7 +244,7 @@ func (b *Bot) command(ctx context.Context, m *tgbotapi.Message, lang string) err
 			}
 			text := fmt.Sprintf(t.statusOf, id, stateText(lang, st.State))
 			if st.Failure != nil {
-				text += "\n" + failureNotice(lang, st.State, st.Failure)
+				text += "\n" + failureNotice(lang, st.State, st.Failure, st.Language)
 			}
 			return b.say(ctx, m, text)
 		}
@@ -278,33 +296,64 @@ func (b *Bot) allowed(u *tgbotapi.User) bool {
 // chatSettings are a chat's choices, kept in the blob store.
 type chatSettings struct {
 	Language string `json:"language,omitempty"`
+	// Speech is the language people speak in this chat's recordings.
+	Speech string `json:"speech,omitempty"`
 }
 
 func settingsKey(chatID int64) string {
 	return "chats/" + strconv.FormatInt(chatID, 10) + "/settings.json"
 }
 
-// language is the chat's /lang choice, else the sender's app language.
-func (b *Bot) language(ctx context.Context, m *tgbotapi.Message) string {
-	if r, err := b.store.Open(ctx, settingsKey(m.Chat.ID)); err == nil {
-		var s chatSettings
-		err := json.NewDecoder(r).Decode(&s)
-		r.Close()
-		if err == nil && s.Language != "" {
-			return s.Language
+// settings are the chat's choices; none when it made none or they cannot
+// be read (which is logged, and the defaults serve).
+func (b *Bot) settings(ctx context.Context, chatID int64) chatSettings {
+	var s chatSettings
+	r, err := b.store.Open(ctx, settingsKey(chatID))
+	if err != nil {
+		if !errors.Is(err, blob.ErrNotFound) {
+			b.log.Warn("chat settings unreadable", "chat_id", chatID, "error", err)
 		}
-	} else if !errors.Is(err, blob.ErrNotFound) {
-		b.log.Warn("chat settings unreadable", "chat_id", m.Chat.ID, "error", err)
+		return s
 	}
-	return Language(m.From.LanguageCode)
+	defer r.Close()
+	if err := json.NewDecoder(r).Decode(&s); err != nil {
+		b.log.Warn("chat settings unreadable", "chat_id", chatID, "error", err)
+		return chatSettings{}
+	}
+	return s
 }
 
-func (b *Bot) saveLanguage(ctx context.Context, chatID int64, lang string) error {
-	body, _ := json.Marshal(chatSettings{Language: lang})
+func (b *Bot) saveSettings(ctx context.Context, chatID int64, s chatSettings) error {
+	body, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("save chat settings: %w", err)
+	}
 	if _, err := b.store.Put(ctx, settingsKey(chatID), strings.NewReader(string(body))); err != nil {
 		return fmt.Errorf("save chat settings: %w", err)
 	}
 	return nil
+}
+
+// language is the chat's /lang choice, else the sender's app language.
+func (b *Bot) language(ctx context.Context, m *tgbotapi.Message) string {
+	if s := b.settings(ctx, m.Chat.ID); s.Language != "" {
+		return s.Language
+	}
+	return Language(m.From.LanguageCode)
+}
+
+// speechLanguage is the chat's /speech choice, else the primary subtag of
+// the sender's app language (people mostly speak the language their phone
+// is set to), else empty: the engine decides.
+func (b *Bot) speechLanguage(ctx context.Context, m *tgbotapi.Message) string {
+	if s := b.settings(ctx, m.Chat.ID); s.Speech != "" {
+		return s.Speech
+	}
+	code, _, _ := strings.Cut(strings.ToLower(m.From.LanguageCode), "-")
+	if !job.IsLanguageCode(code) {
+		return ""
+	}
+	return code
 }
 
 // media is a recording found in a message.

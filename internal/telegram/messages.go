@@ -25,6 +25,7 @@ func Language(code string) string {
 // texts holds every sentence the bot says, by language.
 type texts struct {
 	help, stranger, notMedia, tooBig, received, langUsage, langSet string
+	speechUsage, speechSet                                         string
 	replyToRecording, noJob, retried, notRetriable, statusOf       string
 	documentCaption                                                string
 	states                                                         map[job.State]string
@@ -37,7 +38,8 @@ var catalog = map[string]texts{
 		help: "I turn voice messages into text. Send me a voice message, an audio file, a video note or a video, " +
 			"and I reply with what was said.\n\n" +
 			"Limits: files up to %s, recordings up to %s.\n" +
-			"Commands: /lang en|ru — my language in this chat; /status and /retry — send them as a reply to a recording.\n\n" +
+			"Commands: /lang en|ru — my language in this chat; /speech CODE — the language spoken in your recordings " +
+			"(en, ru, de…); /status and /retry — send them as a reply to a recording.\n\n" +
 			"Privacy: your recordings and their text are kept on this service's own storage to do the work and are never " +
 			"written to its logs. Only people its owner allowed can use it.",
 		stranger: "Sorry, this bot is private. If you know its owner, ask them to add your id %d to TELEGRAM_ALLOWED_USERS.",
@@ -47,6 +49,8 @@ var catalog = map[string]texts{
 		received:         "Received, in the queue…",
 		langUsage:        "Send /lang en or /lang ru.",
 		langSet:          "I'll speak English in this chat.",
+		speechUsage:      "Recordings here are taken to be in %s. Send /speech and a language code to change it, e.g. /speech en or /speech ru.",
+		speechSet:        "Recordings in this chat are now taken to be in %s.",
 		replyToRecording: "Send this command as a reply to the recording it is about.",
 		noJob:            "I have no job for that message.",
 		retried:          "Trying again…",
@@ -67,6 +71,8 @@ var catalog = map[string]texts{
 			job.EngineUnauthorized:  "the speech service refused this service's credentials",
 			job.OperationFailed:     "the speech service could not process the recording",
 			job.EngineNotConfigured: "the speech service is not set up",
+			job.UnsupportedLanguage: "the speech recognition set up here does not understand %s. The bot's owner can add an engine " +
+				"for it (TRANSCRIBER_ENGINE_ROUTES, e.g. %s=openai); if the recording is in another language, tell me with /speech, e.g. /speech en",
 			job.FileTooBig: "the file is bigger than the 20 MB Telegram lets bots download; the bot's owner can lift the limit " +
 				"by running a local Bot API server (telegram-bot-api --local) and pointing TELEGRAM_API_ENDPOINT at it",
 			job.SourceFileMissing: "Telegram no longer has the file",
@@ -82,7 +88,8 @@ var catalog = map[string]texts{
 		help: "Я превращаю голосовые сообщения в текст. Пришлите голосовое, аудиофайл, видеосообщение или видео — " +
 			"отвечу тем, что в нём сказано.\n\n" +
 			"Ограничения: файлы до %s, записи до %s.\n" +
-			"Команды: /lang en|ru — язык бота в этом чате; /status и /retry — отправьте ответом на запись.\n\n" +
+			"Команды: /lang en|ru — язык бота в этом чате; /speech КОД — язык, на котором говорят в записях " +
+			"(en, ru, de…); /status и /retry — отправьте ответом на запись.\n\n" +
 			"Приватность: записи и их текст хранятся в собственном хранилище сервиса только для работы и никогда не " +
 			"попадают в его журналы. Пользоваться ботом могут только те, кого разрешил владелец.",
 		stranger: "Извините, это частный бот. Если вы знаете владельца, попросите добавить ваш id %d в TELEGRAM_ALLOWED_USERS.",
@@ -92,6 +99,8 @@ var catalog = map[string]texts{
 		received:         "Получено, в очереди…",
 		langUsage:        "Отправьте /lang en или /lang ru.",
 		langSet:          "В этом чате я буду говорить по-русски.",
+		speechUsage:      "Записи здесь считаются записями на языке: %s. Чтобы сменить, отправьте /speech и код языка, например /speech en или /speech ru.",
+		speechSet:        "Теперь записи в этом чате считаются записями на языке: %s.",
 		replyToRecording: "Отправьте эту команду ответом на запись, о которой речь.",
 		noJob:            "Для этого сообщения у меня нет задачи.",
 		retried:          "Пробую снова…",
@@ -112,6 +121,8 @@ var catalog = map[string]texts{
 			job.EngineUnauthorized:  "сервис распознавания не принял ключ доступа",
 			job.OperationFailed:     "сервис распознавания не смог обработать запись",
 			job.EngineNotConfigured: "сервис распознавания не настроен",
+			job.UnsupportedLanguage: "здешнее распознавание речи не понимает язык: %s. Владелец бота может добавить для него движок " +
+				"(TRANSCRIBER_ENGINE_ROUTES, например %s=openai); если запись на другом языке, скажите мне командой /speech, например /speech en",
 			job.FileTooBig: "файл больше 20 МБ, которые Telegram даёт скачивать ботам; владелец бота может снять ограничение, " +
 				"запустив локальный Bot API сервер (telegram-bot-api --local) и указав его в TELEGRAM_API_ENDPOINT",
 			job.SourceFileMissing: "Telegram больше не хранит этот файл",
@@ -132,13 +143,18 @@ func textsFor(lang string) texts {
 	return catalog["en"]
 }
 
-// failureNotice says in plain words why a job stopped.
-func failureNotice(lang string, state job.State, f *job.Failure) string {
+// failureNotice says in plain words why a job stopped; speech is the
+// job's language, which some reasons name.
+func failureNotice(lang string, state job.State, f *job.Failure, speech string) string {
 	t := textsFor(lang)
 	reason := t.reasons[job.Internal]
 	if f != nil {
 		if r, ok := t.reasons[f.Kind]; ok {
 			reason = r
+		}
+		if f.Kind == job.UnsupportedLanguage {
+			code, _, _ := strings.Cut(speech, "-")
+			reason = fmt.Sprintf(reason, languageName(lang, speech), code)
 		}
 	}
 	if reason == "" {
@@ -148,6 +164,25 @@ func failureNotice(lang string, state job.State, f *job.Failure) string {
 		return fmt.Sprintf(t.dead, reason)
 	}
 	return fmt.Sprintf(t.failed, reason)
+}
+
+// languageNames are the languages the bot names in its own words; others
+// go by their code.
+var languageNames = map[string]map[string]string{
+	"en": {"en": "English", "ru": "Russian", "uk": "Ukrainian", "de": "German", "fr": "French", "es": "Spanish"},
+	"ru": {"en": "английский", "ru": "русский", "uk": "украинский", "de": "немецкий", "fr": "французский", "es": "испанский"},
+}
+
+// languageName is a speech language as the bot says it in lang.
+func languageName(lang, code string) string {
+	if code == "" {
+		code = "?"
+	}
+	primary, _, _ := strings.Cut(strings.ToLower(code), "-")
+	if n, ok := languageNames[langOrEn(lang)][primary]; ok {
+		return fmt.Sprintf("%s (%s)", n, code)
+	}
+	return code
 }
 
 func langOrEn(lang string) string {

@@ -136,7 +136,7 @@ func (m *Messenger) Deliver(ctx context.Context, o activities.Outcome, alreadySe
 			parts = append(parts, reply(c, t))
 		}
 	default:
-		parts = append(parts, reply(c, failureNotice(to.Language, o.State, o.Failure)))
+		parts = append(parts, reply(c, failureNotice(to.Language, o.State, o.Failure, o.Language)))
 	}
 	for i := alreadySent; i < len(parts); i++ {
 		if _, err := m.c.Send(ctx, parts[i]); err != nil {

@@ -85,10 +85,10 @@ func TestEveryStateAndReasonIsWorded(t *testing.T) {
 			}
 		}
 	}
-	if got := failureNotice("ru", job.Failed, &job.Failure{Kind: job.NoSpeech}); got != "Не получилось расшифровать: в записи не распознано речи." {
+	if got := failureNotice("ru", job.Failed, &job.Failure{Kind: job.NoSpeech}, ""); got != "Не получилось расшифровать: в записи не распознано речи." {
 		t.Errorf("Russian no-speech notice = %q", got)
 	}
-	if got := failureNotice("en", job.Dead, &job.Failure{Kind: "brand_new_kind"}); !strings.Contains(got, "something went wrong on our side") {
+	if got := failureNotice("en", job.Dead, &job.Failure{Kind: "brand_new_kind"}, ""); !strings.Contains(got, "something went wrong on our side") {
 		t.Errorf("notice for an unknown kind = %q", got)
 	}
 }
