@@ -437,7 +437,7 @@ func TestHTTPAPIOpenAISDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	res, err := client.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{
 		File: f, Model: openai.AudioModel("whisper-1"),
 	})

@@ -182,7 +182,7 @@ func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("read: %w", err)
