@@ -93,8 +93,12 @@ func multipartUpload(t *testing.T, name string, data []byte, fields ...string) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	fw.Write(data)
-	mw.Close()
+	if _, err := fw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return &b, mw.FormDataContentType()
 }
 

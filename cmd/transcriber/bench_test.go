@@ -47,7 +47,11 @@ func BenchmarkOrchestrationOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer srv.Stop()
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			b.Error(err)
+		}
+	}()
 	c, err := client.Dial(client.Options{HostPort: srv.FrontendAddr(), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		b.Fatal(err)
