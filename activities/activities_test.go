@@ -121,7 +121,7 @@ func (f *fixture) put(t *testing.T, key, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }() // only read
 	if _, err := f.blobs.Put(context.Background(), key, file); err != nil {
 		t.Fatal(err)
 	}
@@ -276,12 +276,14 @@ func TestRecognizeNoSpeechKeepsRaw(t *testing.T) {
 		t.Fatalf("error = %v; want non-retryable %s", err, job.NoSpeech)
 	}
 	var raw []string
-	filepath.WalkDir(f.blobs.Root(), func(p string, d fs.DirEntry, err error) error {
+	if err := filepath.WalkDir(f.blobs.Root(), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Name() == "raw-fake.txt" {
 			raw = append(raw, p)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if len(raw) != 1 {
 		t.Errorf("raw responses of a no-speech result = %v; want one kept", raw)
 	}

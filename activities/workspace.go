@@ -66,7 +66,7 @@ func (a *Activities) putFile(ctx context.Context, key, path string) error {
 	if err != nil {
 		return fmt.Errorf("store %s: %w", key, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	if _, err := a.Blobs.Put(ctx, key, f); err != nil {
 		return fmt.Errorf("store %s: %w", key, err)
 	}

@@ -93,8 +93,12 @@ func multipartUpload(t *testing.T, name string, data []byte, fields ...string) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	fw.Write(data)
-	mw.Close()
+	if _, err := fw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return &b, mw.FormDataContentType()
 }
 
@@ -437,7 +441,7 @@ func TestHTTPAPIOpenAISDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	res, err := client.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{
 		File: f, Model: openai.AudioModel("whisper-1"),
 	})

@@ -47,7 +47,11 @@ func BenchmarkOrchestrationOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer srv.Stop()
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			b.Error(err)
+		}
+	}()
 	c, err := client.Dial(client.Options{HostPort: srv.FrontendAddr(), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		b.Fatal(err)
@@ -90,7 +94,7 @@ func BenchmarkOrchestrationOverhead(b *testing.B) {
 		if _, err := blobs.Put(ctx, key, f); err != nil {
 			b.Fatal(err)
 		}
-		f.Close()
+		_ = f.Close() // only read
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL},
 			workflows.WorkflowName, workflows.Input{Source: job.SourceCLI, Original: workflows.Original{Key: key}, Engine: "openai", Policy: policyFrom(cfg)})

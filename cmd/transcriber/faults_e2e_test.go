@@ -345,7 +345,7 @@ func TestLateResultOfLostLeaseIsIgnored(t *testing.T) {
 	if _, err := blobs.Put(context.Background(), key, f); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	_ = f.Close() // only read
 	if _, err := cl.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
 		workflows.WorkflowName, workflows.Input{
 			Source: job.SourceTelegram, Recipient: &job.Recipient{Address: "77", Message: "1001"},

@@ -56,6 +56,8 @@ func (s *openAIStandIn) count() int {
 	return s.requests
 }
 
+// serve answers one request. Its writes go unchecked: a client that cannot
+// read the answer observes that failure itself.
 func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests++
@@ -67,7 +69,7 @@ func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, p)
+		_, _ = fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, p)
 	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/audio/transcriptions" {
 		problem("unexpected " + r.Method + " " + r.URL.Path)
@@ -112,16 +114,16 @@ func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch status {
 	case http.StatusOK:
-		json.NewEncoder(w).Encode(map[string]any{
+		_ = json.NewEncoder(w).Encode(map[string]any{
 			"task": "transcribe", "language": "english", "duration": 2.79, "text": text,
 			"segments": []map[string]any{{"id": 0, "start": 0.3, "end": 2.5, "text": " " + text}},
 		})
 	case http.StatusUnauthorized:
 		w.WriteHeader(status)
-		fmt.Fprint(w, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`)
+		_, _ = fmt.Fprint(w, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`)
 	default:
 		w.WriteHeader(status)
-		fmt.Fprint(w, `{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error"}}`)
+		_, _ = fmt.Fprint(w, `{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error"}}`)
 	}
 }
 

@@ -50,7 +50,7 @@ func TestServerListensOnConfiguredHost(t *testing.T) {
 		t.Fatalf("frontend on %s: %v\n%s", host, err, logs.String())
 	}
 	if conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", port), time.Second); err == nil {
-		conn.Close()
+		_ = conn.Close() // only a probe
 		t.Errorf("the frontend also answers on 127.0.0.1:%s; want only %s", port, host)
 	}
 }

@@ -74,7 +74,11 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(tmp)
+		defer func() {
+			if err := os.RemoveAll(tmp); err != nil {
+				logger.Warn("remove the run's temporary directory", "dir", tmp, "error", err)
+			}
+		}()
 		blobDir = tmp
 		if env("TRANSCRIBER_LOG_LEVEL") == "" {
 			// The outcome of every file is printed; logs would repeat it.
@@ -182,7 +186,7 @@ func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("read: %w", err)

@@ -148,7 +148,7 @@ func (s *Local) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		// After the rename the name is free again and may belong to another
 		// Put's temporary file by now.
 		if !renamed {
-			os.Remove(tmp)
+			_ = os.Remove(tmp) // cleanup: the Put returns its own error
 		}
 	}()
 	n, err := io.Copy(f, contextReader{ctx, r})
@@ -187,7 +187,7 @@ func (s *Local) Open(_ context.Context, key string) (io.ReadCloser, error) {
 	// A directory is only the common prefix of other keys; opening it would
 	// succeed and then fail on the first read.
 	if st, err := f.Stat(); err != nil || st.IsDir() {
-		f.Close()
+		_ = f.Close() // nothing was read
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", key, err)
 		}
@@ -220,7 +220,9 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	// The directory is opened only to sync it: Sync's error is the one
+	// that matters.
+	defer func() { _ = d.Close() }()
 	return d.Sync()
 }
 

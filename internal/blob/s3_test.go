@@ -293,7 +293,9 @@ func TestS3PartBoundaries(t *testing.T) {
 				t.Fatalf("Put = %d, %v; want %d", n, err, size)
 			}
 			want, got := sha256.New(), sha256.New()
-			io.Copy(want, &pattern{n: size})
+			if _, err := io.Copy(want, &pattern{n: size}); err != nil {
+				t.Fatal(err)
+			}
 			rc, err := s.Open(context.Background(), key)
 			if err != nil {
 				t.Fatal(err)

@@ -41,7 +41,7 @@ func parseDockerfile(t *testing.T, path string) dockerfile {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	var lines []string
 	var cur strings.Builder
 	sc := bufio.NewScanner(f)

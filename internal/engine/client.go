@@ -200,7 +200,7 @@ func OpenUpload(path string, prefix, suffix []byte, enc Encoding) (*Upload, erro
 	}
 	info, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // only read, and the stat error is the news
 		return nil, fmt.Errorf("stat audio: %w", err)
 	}
 	return &Upload{file: f, size: info.Size(), prefix: prefix, suffix: suffix, base64: enc == Base64}, nil
@@ -253,11 +253,12 @@ func (u *Upload) write(w io.Writer) error {
 // read it. It may be called more than once.
 func (u *Upload) Close() error {
 	if u.body != nil {
-		u.body.Close()
+		_ = u.body.Close() // a pipe reader's Close always succeeds
 		<-u.done
 	}
 	if u.file != nil {
-		u.file.Close()
+		// The file was only read; a read failure is src.err below.
+		_ = u.file.Close()
 		u.file = nil
 	}
 	if u.src == nil {

@@ -267,9 +267,13 @@ func form(t testing.TB, path string, file *formFile, fields map[string]string) *
 		if err != nil {
 			t.Fatal(err)
 		}
-		pw.Write(file.body)
+		if _, err := pw.Write(file.body); err != nil {
+			t.Fatal(err)
+		}
 	}
-	mw.Close()
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	r := authed(httptest.NewRequest(http.MethodPost, path, &b))
 	r.Header.Set("Content-Type", mw.FormDataContentType())
 	return r
@@ -489,13 +493,21 @@ func TestBadRequests(t *testing.T) {
 }
 
 func twoFiles(t *testing.T) *http.Request {
+	t.Helper()
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
 	for range 2 {
-		fw, _ := mw.CreateFormFile("file", "a.ogg")
-		fw.Write(ogg)
+		fw, err := mw.CreateFormFile("file", "a.ogg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fw.Write(ogg); err != nil {
+			t.Fatal(err)
+		}
 	}
-	mw.Close()
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	r := authed(httptest.NewRequest(http.MethodPost, "/v1/jobs", &b))
 	r.Header.Set("Content-Type", mw.FormDataContentType())
 	return r

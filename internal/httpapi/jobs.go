@@ -112,7 +112,7 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		return "", false, storageError(err)
 	}
 	_, err = a.opts.Blobs.Put(ctx, key, f)
-	f.Close()
+	_ = f.Close() // only read
 	if err != nil {
 		return "", false, storageError(err)
 	}

@@ -121,7 +121,7 @@ func (c *Client) Download(ctx context.Context, fileID string, w io.Writer) (int6
 		if err != nil {
 			return 0, &Error{Description: "the local Bot API server's file is not readable here: " + err.Error(), Err: err}
 		}
-		defer src.Close()
+		defer func() { _ = src.Close() }() // only read
 		n, err := io.Copy(w, src)
 		if err != nil {
 			return n, fmt.Errorf("read %s: %w", filepath.Base(f.FilePath), err)

@@ -48,7 +48,7 @@ func References(t testing.TB) map[string]string {
 	if err != nil {
 		t.Fatalf("open references: %v", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	line := regexp.MustCompile(`^<s> (.*) </s> \((.*)\)$`)
 	refs := map[string]string{}
 	sc := bufio.NewScanner(f)

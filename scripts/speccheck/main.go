@@ -106,7 +106,7 @@ func eachLine(path string, f func(string)) error {
 	if err != nil {
 		return err
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }() // only read
 	sc := bufio.NewScanner(file)
 	sc.Buffer(make([]byte, 1024*1024), 1024*1024)
 	for sc.Scan() {

@@ -98,11 +98,13 @@ func build(dir, bin string) error {
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
+	// Nothing is written to the lock file, and closing it releases the lock
+	// even if the unlock below failed.
+	defer func() { _ = lock.Close() }()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
 	if _, err := os.Stat(bin); err == nil {
 		return nil
 	}
@@ -110,7 +112,8 @@ func build(dir, bin string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	// Scratch only: the binary is renamed out of it on success.
+	defer func() { _ = os.RemoveAll(tmp) }()
 	cmd := exec.Command("go", "install", module+"@"+Version)
 	// Outside any module, with this module's settings out of the way:
 	// versitygw builds from its own go.mod, checked against the checksum
@@ -213,7 +216,7 @@ func (s *Server) run(t testing.TB, bin, addr, meta string) error {
 		}
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
-			c.Close()
+			_ = c.Close() // only a probe that the port listens
 			break
 		}
 		if time.Now().After(deadline) {

@@ -231,7 +231,7 @@ func (e *Engine) upload(ctx context.Context, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("assemblyai: %w", err)
 	}
-	defer up.Close()
+	defer func() { _ = up.Close() }() // Do reports a failure to read the audio
 	httpReq, err := e.http.UploadRequest(ctx, http.MethodPost, e.uploadURL, up)
 	if err != nil {
 		return "", err

@@ -104,7 +104,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	if err != nil {
 		return engine.Submission{}, fmt.Errorf("openai: %w", err)
 	}
-	defer up.Close()
+	defer func() { _ = up.Close() }() // Do reports a failure to read the audio
 	httpReq, err := e.http.UploadRequest(ctx, http.MethodPost, e.endpoint, up)
 	if err != nil {
 		return engine.Submission{}, err

@@ -141,7 +141,7 @@ func reply(status int, contentType, body string, headers ...string) http.Handler
 			w.Header().Set("Content-Type", contentType)
 		}
 		w.WriteHeader(status)
-		io.WriteString(w, body)
+		_, _ = io.WriteString(w, body) // a client that cannot read it fails on its own
 	}
 }
 
@@ -318,7 +318,7 @@ func TestSubmitSuccess(t *testing.T) {
 			name: "json without content type",
 			respond: func(w http.ResponseWriter, _ *http.Request) {
 				w.Header()["Content-Type"] = nil
-				io.WriteString(w, `{"text":"hi"}`)
+				_, _ = io.WriteString(w, `{"text":"hi"}`) // as in reply
 			},
 			body:     `{"text":"hi"}`,
 			key:      testKey,
@@ -615,7 +615,7 @@ func TestSubmitErrors(t *testing.T) {
 			respond: func(w http.ResponseWriter, _ *http.Request) {
 				conn, _, err := http.NewResponseController(w).Hijack()
 				if err == nil {
-					conn.Close()
+					_ = conn.Close() // hanging up is the answer
 				}
 			},
 			wantKind:  engine.Unreachable,

@@ -253,7 +253,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	if err != nil {
 		return engine.Submission{}, fmt.Errorf("speechkit: %w", err)
 	}
-	defer up.Close()
+	defer func() { _ = up.Close() }() // Do reports a failure to read the audio
 	// Both would be refused after the upload; saying so first spends neither
 	// bandwidth nor the hourly quota of recognition requests.
 	switch size := up.Size(); {

@@ -552,7 +552,9 @@ func TestOperationFails(t *testing.T) {
 		srv.SetRunningChecks(0)
 		e := newEngine(t, srv)
 		path := filepath.Join(t.TempDir(), "a.ogg")
-		os.WriteFile(path, []byte("RIFF not ogg"), 0o600)
+		if err := os.WriteFile(path, []byte("RIFF not ogg"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		sub, err := e.Submit(context.Background(), engine.Request{AudioPath: path})
 		if err != nil {
 			t.Fatalf("Submit: %v", err)
@@ -761,7 +763,9 @@ func TestRefusedBeforeSending(t *testing.T) {
 		t.Errorf("too large: %s %q; want %s naming the limit", ee.Kind, ee.Message, engine.Rejected)
 	}
 	empty := filepath.Join(t.TempDir(), "empty.ogg")
-	os.WriteFile(empty, nil, 0o600)
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	_, err = e.Submit(context.Background(), engine.Request{AudioPath: empty})
 	if ee := asEngineError(t, err); ee.Kind != engine.Rejected || !strings.Contains(ee.Message, "empty") {
 		t.Errorf("empty: %s %q; want %s", ee.Kind, ee.Message, engine.Rejected)
@@ -805,7 +809,7 @@ func TestUnreachable(t *testing.T) {
 
 	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			conn.Close()
+			_ = conn.Close() // hanging up is the answer
 		}
 	}))
 	t.Cleanup(hangUp.Close)
@@ -836,7 +840,7 @@ func TestContextEnds(t *testing.T) {
 			// A slow service: it reads a little of the body, then stalls.
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				requests.Add(1)
-				io.ReadFull(r.Body, make([]byte, 1024))
+				_, _ = io.ReadFull(r.Body, make([]byte, 1024)) // how much arrives is not the point; the stall is
 				arrived <- struct{}{}
 				select {
 				case <-r.Context().Done():
@@ -916,16 +920,24 @@ func TestLargeFileStreamed(t *testing.T) {
 				break
 			}
 		}
-		br.ReadString('"')
+		if _, err := br.ReadString('"'); err != nil { // the value's opening quote
+			http.Error(w, err.Error(), 400)
+			return
+		}
 		h := sha256.New()
 		if _, err := io.Copy(h, base64.NewDecoder(base64.StdEncoding, &untilQuote{r: br})); err != nil {
 			http.Error(w, err.Error(), 400)
 			return
 		}
 		got.Store(h.Sum(nil))
-		io.Copy(io.Discard, br)
+		if _, err := io.Copy(io.Discard, br); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"e03large","done":false}`)
+		if _, err := io.WriteString(w, `{"id":"e03large","done":false}`); err != nil {
+			t.Errorf("answer: %v", err)
+		}
 	}))
 	t.Cleanup(srv.Close)
 	e, err := New(Config{BaseURL: srv.URL, OperationsURL: srv.URL, APIKey: testKey}, nil)

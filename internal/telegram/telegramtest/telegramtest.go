@@ -1192,7 +1192,7 @@ func (s *Server) sendDocument(_ *http.Request, p *params) (json.RawMessage, *api
 			return nil, badRequest("can't read the document")
 		}
 		content, err = io.ReadAll(f)
-		f.Close()
+		_ = f.Close() // only read
 		if err != nil {
 			return nil, badRequest("can't read the document")
 		}
@@ -1320,7 +1320,7 @@ func writeLocal(abs string, f *file) error {
 		return err
 	}
 	if err := out.Truncate(f.size); err != nil {
-		out.Close()
+		_ = out.Close() // the Truncate error is the one to report
 		return err
 	}
 	return out.Close()

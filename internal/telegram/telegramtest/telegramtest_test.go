@@ -912,12 +912,20 @@ func (f *fatalRecorder) Fatalf(format string, args ...any) {
 func TestWaitSent(t *testing.T) {
 	srv := telegramtest.New(t, token)
 	srv.PushText(alice, "hi", nil)
+	posted := make(chan error, 1)
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		http.PostForm(srv.URL()+"/bot"+token+"/sendMessage", url.Values{"chat_id": {fmt.Sprint(alice.ID)}, "text": {"late"}})
+		resp, err := http.PostForm(srv.URL()+"/bot"+token+"/sendMessage", url.Values{"chat_id": {fmt.Sprint(alice.ID)}, "text": {"late"}})
+		if err == nil {
+			err = resp.Body.Close()
+		}
+		posted <- err
 	}()
 	if got := srv.WaitSent(t, 1, 5*time.Second); len(got) != 1 || got[0].Text != "late" {
 		t.Errorf("got %+v; want the late message", got)
+	}
+	if err := <-posted; err != nil {
+		t.Errorf("sendMessage: %v", err)
 	}
 
 	rec := &fatalRecorder{TB: t}

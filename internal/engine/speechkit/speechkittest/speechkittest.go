@@ -249,7 +249,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, onSTT bool) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(rep.status)
-	w.Write(rep.body)
+	_, _ = w.Write(rep.body) // a client that cannot read it fails on its own
 }
 
 // reply is an answer computed under the lock and written after it.
@@ -317,7 +317,9 @@ func (s *Server) record(r *http.Request, body []byte) {
 	for k := range m {
 		rec.Fields = append(rec.Fields, k)
 	}
-	json.Unmarshal(m["recognitionModel"], &rec.Model)
+	// Recorded as far as it decodes; answer refuses a malformed one with 400
+	// in checkModel.
+	_ = json.Unmarshal(m["recognitionModel"], &rec.Model)
 	var content string
 	if json.Unmarshal(m["content"], &content) == nil {
 		rec.Content, _ = decodeBytes(content)

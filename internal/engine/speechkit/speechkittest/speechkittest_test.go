@@ -303,7 +303,9 @@ func TestConcurrentUse(t *testing.T) {
 			return err
 		}
 		var op struct{ ID string }
-		json.Unmarshal(b, &op)
+		if err := json.Unmarshal(b, &op); err != nil {
+			return err
+		}
 		if _, err := do("GET", s.OperationsURL()+"/operations/"+op.ID, nil); err != nil {
 			return err
 		}
