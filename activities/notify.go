@@ -10,9 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -23,9 +27,13 @@ import (
 
 // Headers of a webhook delivery.
 const (
-	// SignatureHeader carries "sha256=" and the hex HMAC-SHA256 of the body
-	// under the webhook secret.
+	// SignatureHeader carries "sha256=" and the hex HMAC-SHA256, under the
+	// webhook secret, of TimestampHeader's value, a dot and the body.
 	SignatureHeader = "X-Transcriber-Signature"
+	// TimestampHeader is when the attempt was sent, in Unix seconds. It is
+	// signed with the body, so a receiver that refuses old timestamps and
+	// delivery ids it has seen cannot be fed a recorded delivery again.
+	TimestampHeader = "X-Transcriber-Timestamp"
 	// EventHeader names the event, e.g. "job.done".
 	EventHeader = "X-Transcriber-Event"
 	// DeliveryHeader is the same for every attempt of one notice, so a
@@ -71,31 +79,65 @@ type NotifyInput struct {
 type Notifier struct {
 	// Secret signs every body; without one nothing is sent.
 	Secret []byte
-	// Client sends the requests; nil uses one that does not follow
-	// redirects and gives up on a request after 30 s.
+	// AllowLoopback lets webhooks reach this machine's own addresses, for
+	// local testing; they are refused otherwise.
+	AllowLoopback bool
+	// Client sends the requests; nil uses NewWebhookClient.
 	Client *http.Client
 }
 
 // NewWebhookClient returns the client a Notifier uses by default. A
 // redirect is not followed: the receiver's URL is what the sender named.
-func NewWebhookClient() *http.Client {
+// Every connection is checked against the address actually dialled, after
+// DNS, so that a name cannot resolve (or rebind) its way to an address
+// CheckWebhookURL refuses; and no proxy from the environment is used, since
+// the proxy, not this check, would choose where the request goes.
+func NewWebhookClient(allowLoopback bool) *http.Client {
+	d := &net.Dialer{
+		Timeout: 10 * time.Second,
+		Control: func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip, err := netip.ParseAddr(host)
+			if err != nil {
+				return fmt.Errorf("webhook address %q is not an IP address", host)
+			}
+			if err := checkWebhookAddr(ip, allowLoopback); err != nil {
+				return &refusedAddrError{err}
+			}
+			return nil
+		},
+	}
 	return &http.Client{
 		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			DialContext:         d.DialContext,
+			TLSHandshakeTimeout: 10 * time.Second,
+			MaxIdleConns:        10,
+			IdleConnTimeout:     90 * time.Second,
+		},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
 	}
 }
 
-// Sign returns the value of SignatureHeader for body.
-func Sign(secret, body []byte) string {
+// Sign returns the value of SignatureHeader for a body sent at timestamp
+// (TimestampHeader's value).
+func Sign(secret []byte, timestamp string, body []byte) string {
 	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(timestamp))
+	m.Write([]byte("."))
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// CheckWebhookURL reports why u cannot receive webhooks, or nil.
-func CheckWebhookURL(u string) error {
+// CheckWebhookURL reports why u cannot receive webhooks, or nil. Hosts
+// given as addresses are checked here, so that the sender hears at once;
+// names are checked when they are dialled.
+func CheckWebhookURL(u string, allowLoopback bool) error {
 	p, err := url.Parse(u)
 	switch {
 	case err != nil:
@@ -109,6 +151,39 @@ func CheckWebhookURL(u string) error {
 	case len(u) > 2048:
 		return errors.New("webhook URL is longer than 2048 bytes")
 	}
+	host := p.Hostname()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return checkWebhookAddr(ip, allowLoopback)
+	}
+	if h := strings.ToLower(strings.TrimSuffix(host, ".")); !allowLoopback && (h == "localhost" || strings.HasSuffix(h, ".localhost")) {
+		return fmt.Errorf("webhook URL names %s, this machine itself; webhooks go to other hosts", host)
+	}
+	return nil
+}
+
+// refusedAddrError is a dial that checkWebhookAddr stopped; trying again
+// reaches the same address.
+type refusedAddrError struct{ error }
+
+func (e *refusedAddrError) Unwrap() error { return e.error }
+
+// checkWebhookAddr refuses the addresses a webhook from inside the service
+// must never reach: this machine (unless allowed, for local testing),
+// link-local ones (where clouds serve instance metadata and credentials,
+// 169.254.169.254), and unspecified or multicast ones. Private ranges stay
+// allowed: self-hosted receivers live there.
+func checkWebhookAddr(ip netip.Addr, allowLoopback bool) error {
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLoopback() && !allowLoopback:
+		return fmt.Errorf("webhook address %s is this machine itself (loopback); webhooks go to other hosts unless TRANSCRIBER_WEBHOOK_ALLOW_LOOPBACK is set for testing", ip)
+	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
+		return fmt.Errorf("webhook address %s is link-local, where clouds serve instance metadata; it is never called", ip)
+	case ip.IsUnspecified():
+		return fmt.Errorf("webhook address %s is unspecified", ip)
+	case ip.IsMulticast() || ip.IsInterfaceLocalMulticast():
+		return fmt.Errorf("webhook address %s is multicast", ip)
+	}
 	return nil
 }
 
@@ -121,7 +196,7 @@ func (n *Notifier) Notify(ctx context.Context, in NotifyInput) error {
 		return temporal.NewNonRetryableApplicationError(
 			"webhooks are off on this worker: set TRANSCRIBER_WEBHOOK_SECRET", string(job.WebhookNotConfigured), nil)
 	}
-	if err := CheckWebhookURL(in.URL); err != nil {
+	if err := CheckWebhookURL(in.URL, n.AllowLoopback); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), string(job.WebhookRefused), nil)
 	}
 	body, err := json.Marshal(in.Event)
@@ -137,12 +212,21 @@ func (n *Notifier) Notify(ctx context.Context, in NotifyInput) error {
 	req.Header.Set("User-Agent", "transcriber-webhook/1")
 	req.Header.Set(EventHeader, in.Event.Type)
 	req.Header.Set(DeliveryHeader, info.WorkflowExecution.RunID+"-"+info.ActivityID)
-	req.Header.Set(SignatureHeader, Sign(n.Secret, body))
+	// Each attempt is stamped anew: a retry hours later is still fresh,
+	// and the delivery id tells the receiver it is the same notice.
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req.Header.Set(TimestampHeader, ts)
+	req.Header.Set(SignatureHeader, Sign(n.Secret, ts, body))
 	c := n.Client
 	if c == nil {
-		c = NewWebhookClient()
+		c = NewWebhookClient(n.AllowLoopback)
 	}
 	resp, err := c.Do(req)
+	var refused *refusedAddrError
+	if errors.As(err, &refused) {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("webhook to %s: %v", req.URL.Host, refused.error), string(job.WebhookRefused), nil)
+	}
 	if err != nil {
 		// The URL may carry a token in its query; the error names only the
 		// host.

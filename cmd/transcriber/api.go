@@ -31,17 +31,18 @@ must see too. Workers do the jobs it starts.`)
 // never logged, only how many there are.
 func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *slog.Logger) (*httpapi.API, error) {
 	api, err := httpapi.NewAPI(httpapi.APIOptions{
-		Tokens:         cfg.APITokens,
-		Jobs:           jobs,
-		Blobs:          blobs,
-		SpoolDir:       filepath.Join(cfg.DataDir, "spool"),
-		MaxUploadBytes: cfg.MaxUploadBytes,
-		Wait:           cfg.APIWait,
-		Engines:        config.Engines,
-		Engine:         func(named, language string) (string, string) { return jobEngines(cfg, named, language) },
-		Policy:         policyFrom(cfg),
-		Webhooks:       cfg.WebhookSecret != "",
-		Logger:         logger,
+		Tokens:               cfg.APITokens,
+		Jobs:                 jobs,
+		Blobs:                blobs,
+		SpoolDir:             filepath.Join(cfg.DataDir, "spool"),
+		MaxUploadBytes:       cfg.MaxUploadBytes,
+		Wait:                 cfg.APIWait,
+		Engines:              config.Engines,
+		Engine:               func(named, language string) (string, string) { return jobEngines(cfg, named, language) },
+		Policy:               policyFrom(cfg),
+		Webhooks:             cfg.WebhookSecret != "",
+		WebhookAllowLoopback: cfg.WebhookAllowLoopback,
+		Logger:               logger,
 	})
 	if err != nil {
 		return nil, err
@@ -58,5 +59,5 @@ func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *s
 // newNotifier is the webhook step of a worker; without a secret it sends
 // nothing, and the API refuses webhook URLs.
 func newNotifier(cfg config.Config) *activities.Notifier {
-	return &activities.Notifier{Secret: []byte(cfg.WebhookSecret)}
+	return &activities.Notifier{Secret: []byte(cfg.WebhookSecret), AllowLoopback: cfg.WebhookAllowLoopback}
 }

@@ -131,7 +131,7 @@ func newWebhookReceiver(t *testing.T) *webhookReceiver {
 		body, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
-		if r.Header.Get(activities.SignatureHeader) != activities.Sign([]byte(webhookSecret), body) {
+		if r.Header.Get(activities.SignatureHeader) != activities.Sign([]byte(webhookSecret), r.Header.Get(activities.TimestampHeader), body) {
 			rc.forged++
 			w.WriteHeader(http.StatusUnauthorized)
 			return
@@ -177,7 +177,7 @@ func TestHTTPAPIEndToEnd(t *testing.T) {
 	hooks := newWebhookReceiver(t)
 	dataDir := t.TempDir()
 	u := startUp(t, dataDir, "TRANSCRIBER_API_TOKENS", "someone-else,"+apiToken, "TRANSCRIBER_MAX_UPLOAD_BYTES", "200000",
-		"TRANSCRIBER_WEBHOOK_SECRET", webhookSecret, "TRANSCRIBER_RETRY_SCHEDULE", "1s")
+		"TRANSCRIBER_WEBHOOK_SECRET", webhookSecret, "TRANSCRIBER_WEBHOOK_ALLOW_LOOPBACK", "true", "TRANSCRIBER_RETRY_SCHEDULE", "1s")
 	base := "http://" + u.http
 	note, err := os.ReadFile(testaudio.VoiceNote(t, t.TempDir()))
 	if err != nil {

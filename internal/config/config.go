@@ -66,8 +66,10 @@ type Config struct {
 	MaxUploadBytes   int64
 	APIWait          time.Duration
 	WebhookSecret    string
-	LogLevel         slog.Level
-	LogFormat        string
+	// WebhookAllowLoopback lets webhooks reach this machine, for testing.
+	WebhookAllowLoopback bool
+	LogLevel             slog.Level
+	LogFormat            string
 
 	// TemporalSecurity is TLS and the API key for a cluster the roles dial.
 	TemporalSecurity TemporalSecurity
@@ -208,6 +210,11 @@ var settings = []setting{
 		}},
 	{"TRANSCRIBER_WEBHOOK_SECRET", "", "", "key that signs webhooks to the jobs' webhook URLs (HMAC-SHA256); unset refuses webhook URLs (environment only)",
 		func(c *Config, v string) error { c.WebhookSecret = strings.TrimSpace(v); return nil }},
+	{"TRANSCRIBER_WEBHOOK_ALLOW_LOOPBACK", "webhook-allow-loopback", "false", "let webhooks reach this machine's own addresses (127.0.0.1, ::1, localhost), for local testing; link-local addresses such as cloud metadata are refused always",
+		func(c *Config, v string) (err error) {
+			c.WebhookAllowLoopback, err = strconv.ParseBool(strings.TrimSpace(v))
+			return err
+		}},
 	{"TRANSCRIBER_LOG_LEVEL", "log-level", "info", "debug, info, warn or error",
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},
 	{"TRANSCRIBER_LOG_FORMAT", "log-format", "text", "text or json",

@@ -63,7 +63,10 @@ type APIOptions struct {
 	// Webhooks says whether webhooks can be signed, that is whether a job
 	// may name a webhook URL.
 	Webhooks bool
-	Logger   *slog.Logger
+	// WebhookAllowLoopback accepts webhook URLs on this machine, for local
+	// testing.
+	WebhookAllowLoopback bool
+	Logger               *slog.Logger
 }
 
 // API serves the job endpoints under /v1.

@@ -476,6 +476,8 @@ func TestBadRequests(t *testing.T) {
 		{"webhook in the query, not http", h, form(t, "/v1/jobs?webhook_url=ftp://x/", &formFile{name: "a.ogg", body: ogg}, nil), 400, "invalid_callback_url"},
 		{"webhook without secret", noSecret, form(t, "/v1/jobs", &formFile{name: "a.ogg", body: ogg}, map[string]string{"webhook_url": "https://example.com/"}), 400, "callbacks_disabled"},
 		{"two files", h, twoFiles(t), 400, "invalid_request"},
+		{"webhook to cloud metadata", h, form(t, "/v1/jobs?callback_url=http://169.254.169.254/latest/meta-data", &formFile{name: "a.ogg", body: ogg}, nil), 400, "invalid_callback_url"},
+		{"webhook to this machine", h, form(t, "/v1/jobs", &formFile{name: "a.ogg", body: ogg}, map[string]string{"webhook_url": "http://127.0.0.1:9/x"}), 400, "invalid_callback_url"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -485,6 +487,13 @@ func TestBadRequests(t *testing.T) {
 			}
 		})
 	}
+	// Scenario: A webhook URL of cloud metadata is refused with a 400 that says why
+	t.Run("the refusal says why", func(t *testing.T) {
+		w := h.do(t, form(t, "/v1/jobs?callback_url=http://169.254.169.254/latest/meta-data", &formFile{name: "a.ogg", body: ogg}, nil))
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "169.254.169.254 is link-local, where clouds serve instance metadata") {
+			t.Errorf("answer = %d %s", w.Code, w.Body)
+		}
+	})
 	for _, dir := range []string{h.api.opts.SpoolDir, noSecret.api.opts.SpoolDir} {
 		if left, _ := os.ReadDir(dir); len(left) != 0 {
 			t.Errorf("spool dir keeps %d files; want none", len(left))

@@ -63,7 +63,7 @@ func (a *API) checkSubmission(s submission) *apiError {
 		if !a.opts.Webhooks {
 			return errBadRequest("callbacks_disabled", "this server sends no webhooks: its owner must set TRANSCRIBER_WEBHOOK_SECRET")
 		}
-		if err := activities.CheckWebhookURL(s.webhook); err != nil {
+		if err := activities.CheckWebhookURL(s.webhook, a.opts.WebhookAllowLoopback); err != nil {
 			return errBadRequest("invalid_callback_url", err.Error())
 		}
 	}
