@@ -50,7 +50,7 @@ func BenchmarkChunkedWER(b *testing.B) {
 	}
 	path, ref := testaudio.Long(b, b.TempDir(), time.Duration(minutes)*time.Minute, 1500*time.Millisecond)
 	recognize := func(chunk string) string {
-		r := runCLI(b, env("TRANSCRIBER_ENGINE", "local", "TRANSCRIBER_CHUNK_DURATION", chunk,
+		r := runCLI(b, env("TRANSCRIBER_ENGINE", "local", "TRANSCRIBER_CHUNK_DURATION", chunk, "POCKETSPHINX_CHUNK_DURATION", "0",
 			"TRANSCRIBER_ENGINE_CONCURRENCY", "2"), "transcribe", "--format", "json", path)
 		if r.code != 0 {
 			b.Fatalf("transcribe (chunks %s) exited %d\n%s", chunk, r.code, r.stderr)

@@ -131,3 +131,43 @@ func TestParseSkipsFillersAndAlternates(t *testing.T) {
 		t.Errorf("second segment = %+v", s)
 	}
 }
+
+// Scenario: The local engine takes long recordings in chunks of a few minutes by default
+func TestLocalEngineChunksLongRecordings(t *testing.T) {
+	reg := engine.Registry{Registration}
+	settings := reg.NewSettings()
+	for _, v := range reg.Vars() {
+		if err := v.Set(settings, v.Default); err != nil {
+			t.Fatalf("%s default %q: %v", v.Env, v.Default, err)
+		}
+	}
+	if err := reg.Validate(settings, Name); err != nil {
+		t.Fatal(err)
+	}
+	built, err := reg.Build(settings, Name)
+	if err != nil {
+		t.Skipf("pocketsphinx is not installed: %v", err)
+	}
+	lim, ok := built[Name].(engine.Limiter)
+	if !ok || lim.Limits().MaxDuration != DefaultChunkDuration || DefaultChunkDuration > 10*time.Minute {
+		t.Errorf("limits = %+v; want chunks of %s, a few minutes", lim, DefaultChunkDuration)
+	}
+	for _, tc := range []struct {
+		value string
+		ok    bool
+	}{{"0", true}, {"2m", true}, {"10s", false}, {"-1m", false}} {
+		s := reg.NewSettings()
+		for _, v := range reg.Vars() {
+			val := v.Default
+			if v.Env == "POCKETSPHINX_CHUNK_DURATION" {
+				val = tc.value
+			}
+			if err := v.Set(s, val); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := reg.Validate(s, Name); (err == nil) != tc.ok {
+			t.Errorf("POCKETSPHINX_CHUNK_DURATION=%s: %v; want ok %v", tc.value, err, tc.ok)
+		}
+	}
+}
