@@ -80,6 +80,27 @@ func (j *jobState) stepOptions(ctx workflow.Context, startToClose, heartbeat tim
 	})
 }
 
+// deliveryOptions are the reply step's of a transcribed job: the transcript
+// exists, so an outage of the sender's service longer than the back-off
+// (the default schedule gives up after about 42 minutes) must not make the
+// job dead. The step keeps trying, at the schedule's longest wait, for as
+// long as a parked job would wait for revive; a revive in the meantime
+// runs it at once. Failure notices keep the bounded attempts, since the
+// job has to park after them.
+func (j *jobState) deliveryOptions(ctx workflow.Context) workflow.Context {
+	p := j.s.Policy
+	rp := p.retryPolicy()
+	// Enough attempts to span the whole wait at the longest interval;
+	// the schedule-to-close timeout is what ends them.
+	rp.MaximumAttempts = int32(min(int64(p.ParkFor/max(slices.Max(p.Backoff), time.Second))+int64(len(p.Backoff))+1, math.MaxInt32))
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    replyTimeout,
+		HeartbeatTimeout:       heartbeatTimeout,
+		ScheduleToCloseTimeout: j.s.Policy.ParkFor,
+		RetryPolicy:            rp,
+	})
+}
+
 // retryPolicy approximates the back-off schedule for failures that carry no
 // delay of their own (timeouts, crashed workers): a geometric series from
 // the first to the longest wait. Failures reported by a step use the exact

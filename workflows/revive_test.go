@@ -131,3 +131,30 @@ func (s *workflowSuite) Test_ReviveAfterOperationDeadlineBeforeTheChange() {
 	s.Equal(job.Timeout, r.Failure.Kind)
 	s.Equal(1, *submits)
 }
+
+// Scenario: A transcript whose reply outlasts the back-off keeps trying instead of going dead
+func (s *workflowSuite) Test_ReplyOfTranscriptOutlastsBackoff() {
+	in := testInput()
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
+	start := s.env.Now()
+	attempts := 0
+	var deliveredAfter time.Duration
+	// Telegram is down for six hours: far past the five attempts of the
+	// schedule, which give up after about 42 minutes.
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(func(context.Context, activities.ReplyInput) error {
+		attempts++
+		if s.env.Now().Sub(start) < 6*time.Hour {
+			return temporal.NewApplicationError("telegram answered 502", string(job.ServiceError))
+		}
+		deliveredAfter = s.env.Now().Sub(start)
+		return nil
+	})
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(job.Done, s.result().State, "a transcript that waits for its sender's service is not dead")
+	s.Greater(attempts, in.Policy.MaxAttempts)
+	s.GreaterOrEqual(deliveredAfter, 6*time.Hour)
+	s.Less(deliveredAfter, 6*time.Hour+45*time.Minute, "retries go on at the schedule's longest wait")
+}

@@ -17,7 +17,11 @@ func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) 
 		workflow.GetVersion(ctx, replyOnlyWhenExpected, workflow.DefaultVersion, 1) >= 1 {
 		return nil
 	}
-	return workflow.ExecuteActivity(j.stepOptions(ctx, replyTimeout, heartbeatTimeout), a.SendReply, activities.ReplyInput{
+	opts := j.stepOptions(ctx, replyTimeout, heartbeatTimeout)
+	if state == job.Done {
+		opts = j.deliveryOptions(ctx)
+	}
+	return workflow.ExecuteActivity(opts, a.SendReply, activities.ReplyInput{
 		Call: j.call(),
 		Reply: activities.Reply{
 			JobID: j.s.JobID, Source: j.s.Source, Recipient: j.s.Recipient,
