@@ -1,5 +1,7 @@
 # transcriber — every target installs the system packages it needs first.
 GO       ?= go
+# bash for pipefail: the test runner's status must survive its filter.
+SHELL    := /bin/bash
 BIN      := bin/transcriber
 PKGS     := ./...
 # The end-to-end package links the Temporal server; its first build takes
@@ -22,8 +24,10 @@ build: deps
 run: build
 	$(BIN) transcribe /usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0870.wav
 
+# The results go through spec-check, which prints them as go test does and
+# fails the run when a test that names a scenario was skipped.
 test: deps fmt lint spec-check
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	set -o pipefail; $(GO) test $(TESTFLAGS) -json $(PKGS) | $(GO) run ./scripts/speccheck -results
 
 test-short: deps
 	$(GO) test -short -count=1 $(PKGS)
