@@ -45,20 +45,12 @@ func (s *workflowSuite) Test_ReviveUpdateRefusesRunningJob() {
 func (s *workflowSuite) Test_ReviveUpdateResumesDeadJob() {
 	in := testInput()
 	in.Policy.MaxAttempts = 2
-	healthy := false
-	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
-	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.RecognizeInput) (activities.Recognition, error) {
-			if healthy {
-				return recognized, nil
-			}
-			return activities.Recognition{}, temporal.NewApplicationError("engine answered 503", string(job.ServiceError))
-		}).Times(3)
+	healthy := s.engineFailingUntilHealthy()
 	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Twice()
 	var answer Status
 	var answered bool
 	s.env.RegisterDelayedCallback(func() {
-		healthy = true
+		*healthy = true
 		s.env.UpdateWorkflow(UpdateRevive, "operator", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { s.Fail("revive of a dead job refused", "%v", err) },
 			OnAccept: func() {},

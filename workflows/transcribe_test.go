@@ -47,6 +47,22 @@ var converted = activities.ConvertOutput{AudioKey: "jobs/j/audio.wav", Duration:
 
 var recognized = activities.Recognition{Done: true, TranscriptKey: "jobs/j/transcript.json", RawKey: "jobs/j/raw-local.txt", Language: "en", Words: 4}
 
+// engineFailingUntilHealthy converts once and lets recognition answer 503
+// until the returned flag is set: with two attempts the job goes dead, and
+// a revive after the flag finishes it (three recognitions in all).
+func (s *workflowSuite) engineFailingUntilHealthy() *bool {
+	healthy := new(bool)
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.RecognizeInput) (activities.Recognition, error) {
+			if *healthy {
+				return recognized, nil
+			}
+			return activities.Recognition{}, temporal.NewApplicationError("engine answered 503", string(job.ServiceError))
+		}).Times(3)
+	return healthy
+}
+
 func (s *workflowSuite) status() Status {
 	v, err := s.env.QueryWorkflow(QueryStatus)
 	s.Require().NoError(err)
@@ -177,20 +193,12 @@ func (s *workflowSuite) Test_ExhaustedAttemptsMakeJobDead() {
 func (s *workflowSuite) Test_ReviveResumesFromFailedStep() {
 	in := testInput()
 	in.Policy.MaxAttempts = 2
-	healthy := false
-	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
-	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.RecognizeInput) (activities.Recognition, error) {
-			if healthy {
-				return recognized, nil
-			}
-			return activities.Recognition{}, temporal.NewApplicationError("engine answered 503", string(job.ServiceError))
-		}).Times(3)
+	healthy := s.engineFailingUntilHealthy()
 	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool { return in.State == job.Dead })).Return(nil).Once()
 	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool { return in.State == job.Done })).Return(nil).Once()
 	s.env.RegisterDelayedCallback(func() {
 		s.Equal(job.Dead, s.status().State)
-		healthy = true
+		*healthy = true
 		// Operators may attach anything, as `temporal workflow signal
 		// --input` does; the payload is not needed.
 		s.env.SignalWorkflow(SignalRevive, map[string]string{"reason": "engine fixed"})

@@ -55,20 +55,7 @@ func run(root string) error {
 	}
 	named := map[string]bool{}
 	var misplaced []string
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "data") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		var lines []string
-		if err := eachLine(path, func(line string) { lines = append(lines, line) }); err != nil {
-			return err
-		}
+	err = eachTestFile(root, func(path string, lines []string) error {
 		for i, line := range lines {
 			name, ok := strings.CutPrefix(strings.TrimSpace(line), "// Scenario:")
 			if !ok {
@@ -114,6 +101,26 @@ func run(root string) error {
 	}
 	fmt.Printf("spec-check: %d scenarios, each named by a test\n", len(scenarios))
 	return nil
+}
+
+// eachTestFile calls f with the lines of every Go test file below root.
+func eachTestFile(root string, f func(path string, lines []string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "data") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		var lines []string
+		if err := eachLine(path, func(line string) { lines = append(lines, line) }); err != nil {
+			return err
+		}
+		return f(path, lines)
+	})
 }
 
 func eachLine(path string, f func(string)) error {
@@ -186,20 +193,7 @@ func scenarioTests(root string) (map[string]map[testRef][]string, error) {
 		return nil, err
 	}
 	out := map[string]map[testRef][]string{}
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "data") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		var lines []string
-		if err := eachLine(path, func(line string) { lines = append(lines, line) }); err != nil {
-			return err
-		}
+	err = eachTestFile(root, func(path string, lines []string) error {
 		rel, err := filepath.Rel(root, filepath.Dir(path))
 		if err != nil {
 			return err
