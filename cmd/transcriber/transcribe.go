@@ -100,13 +100,28 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	stopWorker := func() {}
+	defer func() {
+		shutdown := func() {
+			stopWorker()
+			conn.Close()
+		}
+		if conn.server == nil {
+			shutdown()
+			return
+		}
+		// A one-shot run owes nothing more once its results are out: its
+		// server lives in memory and its jobs have settled. Stopping them
+		// gracefully takes about a second that nobody waits for, so it
+		// goes on in the background and the process exits without it.
+		go shutdown()
+	}()
 	if conn.server != nil {
 		stop, err := startWorker(cfg, conn.client, blobs, tel, false)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		stopWorker = stop
 	}
 
 	jobs := conn.jobs(cfg)
