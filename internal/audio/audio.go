@@ -105,7 +105,8 @@ func NewTools() (*Tools, error) {
 // hostile upload from reading local files or reaching the network.
 var refusedContainers = map[string]bool{"hls": true, "dash": true, "concat": true, "ffmetadata": true, "tty": true}
 
-// Probe inspects the file at path. Input errors are *InputError.
+// Probe inspects the file at path: Ogg/Opus and PCM WAV from their
+// headers, anything else with ffprobe. Input errors are *InputError.
 func (t *Tools) Probe(ctx context.Context, path string) (Info, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -114,6 +115,14 @@ func (t *Tools) Probe(ctx context.Context, path string) (Info, error) {
 	if st.Size() == 0 {
 		return Info{}, &InputError{Err: ErrEmpty, Detail: "the file has no bytes"}
 	}
+	if info, ok := sniff(path); ok {
+		return info, nil
+	}
+	return t.probe(ctx, path, st.Size())
+}
+
+// probe asks ffprobe.
+func (t *Tools) probe(ctx context.Context, path string, size int64) (Info, error) {
 	cmd := exec.CommandContext(ctx, t.FFprobe, "-v", "error", "-protocol_whitelist", "file",
 		"-print_format", "json", "-show_format", "-show_streams", "file:"+path)
 	var stdout, stderr bytes.Buffer
@@ -142,7 +151,7 @@ func (t *Tools) Probe(ctx context.Context, path string) (Info, error) {
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		return Info{}, fmt.Errorf("read ffprobe output: %w", err)
 	}
-	info := Info{Container: out.Format.FormatName, Size: st.Size()}
+	info := Info{Container: out.Format.FormatName, Size: size}
 	for _, name := range strings.Split(out.Format.FormatName, ",") {
 		if refusedContainers[name] {
 			return Info{}, &InputError{Err: ErrUnsupported, Detail: "playlists and file lists are not accepted"}

@@ -145,3 +145,41 @@ func TestConvertStopsOnCancel(t *testing.T) {
 		t.Errorf("cancel took %v", time.Since(start))
 	}
 }
+
+// Scenario: Voice notes and WAV files are probed without starting ffprobe, with ffprobe's durations
+func TestSniffAgreesWithFFprobe(t *testing.T) {
+	tl := tools(t)
+	dir := t.TempDir()
+	note := testaudio.VoiceNote(t, dir)
+	wav := testaudio.LibriVox("sense_and_sensibility_01_austen_64kb-0870")
+	longOgg := filepath.Join(dir, "long.ogg")
+	testaudio.FFmpeg(t, "-i", wav, "-c:a", "libopus", "-b:a", "24k", longOgg)
+	stereo := filepath.Join(dir, "stereo.wav")
+	testaudio.FFmpeg(t, "-i", wav, "-ac", "2", "-ar", "44100", stereo)
+	for _, path := range []string{note, wav, longOgg, stereo} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			got, ok := sniff(path)
+			if !ok {
+				t.Fatalf("sniff declined %s", path)
+			}
+			want, err := tl.probe(context.Background(), path, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := got.Duration - want.Duration; d < -30*time.Millisecond || d > 30*time.Millisecond {
+				t.Errorf("sniffed duration %v; ffprobe says %v", got.Duration, want.Duration)
+			}
+		})
+	}
+	// What sniff does not know goes to ffprobe, whose verdicts stand.
+	vorbis := filepath.Join(dir, "vorbis.ogg")
+	testaudio.FFmpeg(t, "-i", note, "-c:a", "libvorbis", vorbis)
+	mp3 := filepath.Join(dir, "a.mp3")
+	testaudio.FFmpeg(t, "-i", note, mp3)
+	truncated := write(t, "cut.wav", []byte("RIFF\x00\x00\x00\x00WAVEfmt "))
+	for _, path := range []string{vorbis, mp3, truncated, write(t, "notes.ogg", []byte("OggS but nothing else"))} {
+		if info, ok := sniff(path); ok {
+			t.Errorf("sniff took %s: %+v", filepath.Base(path), info)
+		}
+	}
+}
