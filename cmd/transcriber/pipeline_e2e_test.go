@@ -59,6 +59,14 @@ func (s *openAIStandIn) count() int {
 // serve answers one request. Its writes go unchecked: a client that cannot
 // read the answer observes that failure itself.
 func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == "PRI" {
+		// An HTTP/2 preface: a gRPC client of another test's Temporal
+		// server, still dialling the port that server had before it was
+		// stopped or restarted and this stand-in was given. No engine
+		// sends it; it is not a request of the job under test.
+		w.WriteHeader(http.StatusHTTPVersionNotSupported)
+		return
+	}
 	s.mu.Lock()
 	s.requests++
 	status, text := s.status, s.text
