@@ -367,6 +367,9 @@ func (e *NotRevivableError) Error() string {
 
 func (e *NotRevivableError) Unwrap() error { return ErrNotRevivable }
 
+// reviveTimeout bounds the wait for a worker to run the revive update.
+const reviveTimeout = 30 * time.Second
+
 // Revival is what a revive did.
 type Revival struct {
 	// Status is the job's status before the revive.
@@ -387,11 +390,18 @@ type Revival struct {
 // answers with a NotRevivableError.
 func (s *Service) Revive(ctx context.Context, id string) (Revival, error) {
 	var st workflows.Status
-	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	// The job answers through a worker; without one the update would wait
+	// for as long as the caller does.
+	uctx, cancel := context.WithTimeout(ctx, reviveTimeout)
+	defer cancel()
+	h, err := s.Client.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		WorkflowID: id, UpdateName: workflows.UpdateRevive, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
-		err = h.Get(ctx, &st)
+		err = h.Get(uctx, &st)
+	}
+	if err != nil && uctx.Err() != nil && ctx.Err() == nil {
+		return Revival{}, fmt.Errorf("revive job %s: no worker answered within %s; is a worker running (transcriber up or transcriber worker)?", id, reviveTimeout)
 	}
 	if err == nil {
 		r := Revival{Status: st, ResumesAt: st.State}
