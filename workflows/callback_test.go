@@ -33,7 +33,7 @@ func (s *workflowSuite) Test_EngineCallbackWakesPolling() {
 		s.env.SignalWorkflow(SignalEngineCallback, EngineCallback{OperationID: "tr-1", Status: "completed"})
 	}, 2*time.Minute)
 	// The reply is still being sent; the repeat must not cause another check.
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).After(10 * time.Minute).Return(nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).After(10*time.Minute).Return(activities.Delivery{}, nil).Once()
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(SignalEngineCallback, EngineCallback{OperationID: "tr-1", Status: "completed"})
 	}, 3*time.Minute)

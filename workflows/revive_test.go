@@ -18,7 +18,7 @@ import (
 func (s *workflowSuite) Test_ReviveUpdateRefusesRunningJob() {
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).After(time.Minute).Return(converted, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Once()
 	var rejected error
 	s.env.RegisterDelayedCallback(func() {
 		s.env.UpdateWorkflow(UpdateRevive, "early", &testsuite.TestUpdateCallback{
@@ -54,7 +54,7 @@ func (s *workflowSuite) Test_ReviveUpdateResumesDeadJob() {
 			}
 			return activities.Recognition{}, temporal.NewApplicationError("engine answered 503", string(job.ServiceError))
 		}).Times(3)
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Twice()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Twice()
 	var answer Status
 	var answered bool
 	s.env.RegisterDelayedCallback(func() {
@@ -98,7 +98,7 @@ func (s *workflowSuite) deadOnDeadline(in Input) (submits, checks *int) {
 			*checks++
 			return activities.Recognition{OperationID: "op-1", PollAfter: time.Minute}, nil
 		})
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil)
 	// The deadline of a 3 s recording is a little over half an hour.
 	s.env.RegisterDelayedCallback(func() {
 		s.Require().Equal(job.Dead, s.status().State)
