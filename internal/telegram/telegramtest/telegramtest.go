@@ -116,6 +116,7 @@ type Server struct {
 	getFileCalls []string
 	faults       map[string][]*fault // by lower-case method name
 	holds        []*hold
+	delays       []delay
 	commands     json.RawMessage
 }
 
@@ -599,8 +600,22 @@ func (s *Server) HoldAnswer(match func(Sent) bool) (accepted <-chan Sent, releas
 	return h.accepted, func() { once.Do(func() { close(h.release) }) }
 }
 
-// holdAnswer waits as a matching hold says, and reports whether the
-// answer is still wanted.
+type delay struct {
+	match func(Sent) bool
+	d     time.Duration
+}
+
+// DelayAnswers makes every successful call that match accepts take effect
+// at once and answer d later, as over a slow network: for that long the
+// message is sent and the bot does not know it.
+func (s *Server) DelayAnswers(match func(Sent) bool, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delays = append(s.delays, delay{match: match, d: d})
+}
+
+// holdAnswer waits as a matching hold or delay says, and reports whether
+// the answer is still wanted.
 func (s *Server) holdAnswer(r *http.Request, x Sent) bool {
 	s.mu.Lock()
 	var h *hold
@@ -611,19 +626,35 @@ func (s *Server) holdAnswer(r *http.Request, x Sent) bool {
 			break
 		}
 	}
+	var wait time.Duration
+	for _, d := range s.delays {
+		if d.match(x) {
+			wait = max(wait, d.d)
+		}
+	}
 	s.mu.Unlock()
-	if h == nil {
-		return true
+	if h != nil {
+		h.accepted <- x
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return false
+		case <-s.closed:
+			return false
+		}
 	}
-	h.accepted <- x
-	select {
-	case <-h.release:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-s.closed:
-		return false
+	if wait > 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-r.Context().Done():
+			return false
+		case <-s.closed:
+			return false
+		}
 	}
+	return true
 }
 
 // Shown is a message of the bot as the chat shows it now, after its

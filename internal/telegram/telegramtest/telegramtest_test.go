@@ -987,3 +987,29 @@ func TestHoldAnswer(t *testing.T) {
 		t.Errorf("the chat shows %+v; want the first message and the edited reply", shown)
 	}
 }
+
+func TestDelayAnswers(t *testing.T) {
+	srv := telegramtest.New(t, token)
+	srv.PushText(alice, "hello", nil)
+	srv.DelayAnswers(func(s telegramtest.Sent) bool { return s.Text == "slow" }, 300*time.Millisecond)
+	start := time.Now()
+	mustOK(t, "sendMessage", call(t, srv, "sendMessage", url.Values{"chat_id": {"4242"}, "text": {"fast"}}))
+	if d := time.Since(start); d > 200*time.Millisecond {
+		t.Errorf("an unmatched call took %v", d)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mustOK(t, "sendMessage", call(t, srv, "sendMessage", url.Values{"chat_id": {"4242"}, "text": {"slow"}}))
+	}()
+	waitFor(t, func() bool { return len(srv.SentTo(4242)) == 2 })
+	select {
+	case <-done:
+		t.Fatal("the slow call was answered at once")
+	default:
+	}
+	<-done
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("the slow call was answered after %v; want at least 300ms", d)
+	}
+}
