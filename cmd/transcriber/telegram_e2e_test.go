@@ -184,7 +184,7 @@ func TestTelegramStrangerIsRefused(t *testing.T) {
 	}
 }
 
-// Scenario: A text document and a file over the download limit get explanations
+// Scenario: A text document, an empty recording and a file over the download limit get explanations
 func TestTelegramExplainsWhatItCannotDo(t *testing.T) {
 	requireSpeechTools(t)
 	tg := telegramtest.New(t, botToken)
@@ -194,6 +194,10 @@ func TestTelegramExplainsWhatItCannotDo(t *testing.T) {
 	if !strings.Contains(notMedia.Text, "only transcribe voice messages, audio and video") {
 		t.Errorf("answer to a text document = %q", notMedia.Text)
 	}
+	empty := tg.PushVoice(friend, tg.AddFile(nil, "voice/empty.oga"), 0, 0)
+	waitMessage(t, tg, empty.ChatID, "the empty-recording answer", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == empty.MessageID && strings.Contains(s.Text, "recording is empty")
+	})
 	big := tg.PushVoice(friend, tg.AddTooBigFile(25<<20), 1500, 25<<20)
 	notice := waitShown(t, tg, big.ChatID, "the too-big notice", func(s telegramtest.Shown) bool {
 		return s.ReplyTo == big.MessageID && strings.Contains(s.Text, "20 MB")
@@ -202,7 +206,7 @@ func TestTelegramExplainsWhatItCannotDo(t *testing.T) {
 		t.Errorf("too-big notice = %q; want the limit and how to lift it", notice.Text)
 	}
 	if list := runCLI(t, u.client, "jobs", "list"); strings.Count(list.stdout, "tg-") != 1 || !strings.Contains(list.stdout, "failed") {
-		t.Errorf("jobs (the document has none, the big voice note failed):\n%s", list.stdout)
+		t.Errorf("jobs (the document and the empty voice note have none, the big voice note failed):\n%s", list.stdout)
 	}
 }
 
