@@ -116,6 +116,11 @@ func TestTelegramVoiceNote(t *testing.T) {
 	tg := telegramtest.New(t, botToken)
 	u := startUp(t, t.TempDir(), botEnv(tg)...)
 	voice := tg.PushVoice(friend, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("calls to the chat: %+v", tg.SentTo(voice.ChatID))
+		}
+	})
 	// The transcript replaces the status message, which quotes the voice
 	// note.
 	reply := waitShown(t, tg, voice.ChatID, "the transcript", quotes(voice, testaudio.GoForwardText))
