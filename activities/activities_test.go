@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,9 +57,20 @@ type recordingReplier struct {
 	outcomes []Outcome
 	skipped  []int
 	err      error
+	// parts is how many parts each outcome takes, at least one; sent
+	// lists the parts that went out, in order.
+	parts int
+	sent  []int
+	// lose, when it answers true, loses the attempt at that point: with
+	// part i sent but not yet recorded as delivered, or recorded.
+	lose     func(part int, recorded bool) bool
+	delivery Delivery
 }
 
 var _ Replier = (*recordingReplier)(nil)
+
+// errLost stands for a worker that died in the middle of a reply.
+var errLost = serviceErr{temporary: true}
 
 func (r *recordingReplier) Acknowledge(context.Context, job.Recipient) (job.Ref, error) {
 	return "99", nil
@@ -66,16 +78,30 @@ func (r *recordingReplier) Acknowledge(context.Context, job.Recipient) (job.Ref,
 func (r *recordingReplier) ShowProgress(context.Context, job.Recipient, job.State) error {
 	return nil
 }
-func (r *recordingReplier) Deliver(_ context.Context, o Outcome, alreadySent int, progress func(int)) error {
+func (r *recordingReplier) Deliver(ctx context.Context, o Outcome, log PartLog) (Delivery, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
-		return r.err
+		return Delivery{}, r.err
 	}
 	r.outcomes = append(r.outcomes, o)
-	r.skipped = append(r.skipped, alreadySent)
-	progress(alreadySent + 1)
-	return nil
+	r.skipped = append(r.skipped, log.Sent())
+	for i := log.Sent(); i < max(r.parts, 1); i++ {
+		if err := log.Sending(ctx, i); err != nil {
+			return Delivery{}, err
+		}
+		r.sent = append(r.sent, i)
+		if r.lose != nil && r.lose(i, false) {
+			return Delivery{}, errLost
+		}
+		if err := log.Delivered(ctx, i); err != nil {
+			return Delivery{}, err
+		}
+		if r.lose != nil && r.lose(i, true) {
+			return Delivery{}, errLost
+		}
+	}
+	return r.delivery, nil
 }
 
 type fixture struct {
@@ -471,21 +497,72 @@ func (e serviceErr) RetryDelay() time.Duration { return e.delay }
 func (e serviceErr) Verdict() (job.Kind, bool) { return e.kind, e.kind != "" }
 
 // Scenario: A retried reply resumes after the parts already sent
+//
+// Each attempt runs in an environment of its own over the same blob
+// store, as a retry on another worker after the first one was killed: no
+// heartbeat details carry over, only what the first attempt stored.
 func TestSendReplyResumesAfterSentParts(t *testing.T) {
-	f := newFixture(t, &fakeEngine{})
-	body, _ := json.Marshal(transcript.Document{Text: "text"})
-	if _, err := f.blobs.Put(context.Background(), "t.json", bytes.NewReader(body)); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		lose func(part int, recorded bool) bool
+		// wantSent is every part that went out, over both attempts.
+		wantSent []int
+		wantWarn bool
+	}{
+		{"lost after the second part was recorded", func(p int, rec bool) bool { return p == 1 && rec }, []int{0, 1, 2}, false},
+		{"lost with the second part in flight", func(p int, rec bool) bool { return p == 1 && !rec }, []int{0, 1, 1, 2}, true},
 	}
-	rr := &recordingReplier{}
-	f.acts.Repliers[job.SourceTelegram] = rr
-	f.env.SetHeartbeatDetails(2)
-	in := ReplyInput{Reply: Reply{JobID: "tg-1-2", Source: job.SourceTelegram, Recipient: &job.Recipient{Address: "1"}, State: job.Done, TranscriptKey: "t.json"}}
-	if _, err := f.env.ExecuteActivity(f.acts.SendReply, in); err != nil {
-		t.Fatal(err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			first := newFixture(t, &fakeEngine{})
+			body, _ := json.Marshal(transcript.Document{Text: "text"})
+			if _, err := first.blobs.Put(context.Background(), "t.json", bytes.NewReader(body)); err != nil {
+				t.Fatal(err)
+			}
+			rr := &recordingReplier{parts: 3, lose: tc.lose}
+			first.acts.Repliers[job.SourceTelegram] = rr
+			in := ReplyInput{Call: schedule, Reply: Reply{JobID: "tg-1-2", Source: job.SourceTelegram, Recipient: &job.Recipient{Address: "1"}, State: job.Done, TranscriptKey: "t.json"}}
+			if _, err := first.env.ExecuteActivity(first.acts.SendReply, in); err == nil {
+				t.Fatal("the lost attempt succeeded")
+			}
+
+			retry := newFixture(t, &fakeEngine{})
+			retry.acts.Blobs, retry.blobs = first.blobs, first.blobs
+			rr.lose = nil
+			retry.acts.Repliers[job.SourceTelegram] = rr
+			if _, err := retry.env.ExecuteActivity(retry.acts.SendReply, in); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rr.sent, tc.wantSent) {
+				t.Errorf("parts sent = %v; want %v", rr.sent, tc.wantSent)
+			}
+			warned := strings.Contains(retry.logs.String(), "in flight")
+			if warned != tc.wantWarn {
+				t.Errorf("retry warned of a part in flight: %v; want %v\n%s", warned, tc.wantWarn, retry.logs.String())
+			}
+		})
 	}
-	if len(rr.skipped) != 1 || rr.skipped[0] != 2 {
-		t.Errorf("parts skipped = %v; want the 2 sent by the earlier attempt", rr.skipped)
+}
+
+// Scenario: A reply that fits one message takes over the status message
+func TestSendReplyReportsTheStatusMessage(t *testing.T) {
+	for _, use := range []bool{false, true} {
+		f := newFixture(t, &fakeEngine{})
+		rr := &recordingReplier{delivery: Delivery{InStatusMessage: use}}
+		f.acts.Repliers[job.SourceTelegram] = rr
+		in := ReplyInput{Reply: Reply{JobID: "tg-1-2", Source: job.SourceTelegram, State: job.Failed, UseStatusMessage: use,
+			Recipient: &job.Recipient{Address: "1", StatusMessage: "3"}}}
+		v, err := f.env.ExecuteActivity(f.acts.SendReply, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Delivery
+		if err := v.Get(&d); err != nil {
+			t.Fatal(err)
+		}
+		if d.InStatusMessage != use || len(rr.outcomes) != 1 || rr.outcomes[0].UseStatusMessage != use {
+			t.Errorf("use %v: delivery %+v, outcomes %+v", use, d, rr.outcomes)
+		}
 	}
 }
 

@@ -17,9 +17,30 @@ type Replier interface {
 	Acknowledge(ctx context.Context, to job.Recipient) (statusMessage job.Ref, err error)
 	// ShowProgress edits the status message to show the job's state.
 	ShowProgress(ctx context.Context, to job.Recipient, s job.State) error
-	// Deliver sends the outcome, skipping the first alreadySent parts, and
-	// calls progress with the count of parts sent so far after each one.
-	Deliver(ctx context.Context, o Outcome, alreadySent int, progress func(sent int)) error
+	// Deliver sends the outcome. A reply in several parts records each in
+	// parts before and after it goes out, and skips those an earlier
+	// attempt sent, so that a retry after a crash repeats at most the part
+	// that was in flight.
+	Deliver(ctx context.Context, o Outcome, parts PartLog) (Delivery, error)
+}
+
+// PartLog is the durable record of a reply's parts across the attempts
+// of its step.
+type PartLog interface {
+	// Sent is how many parts, in order, earlier attempts delivered.
+	Sent() int
+	// Sending records that part i (from 0) is about to go out. When it
+	// fails the part must not be sent: nobody would know it went.
+	Sending(ctx context.Context, i int) error
+	// Delivered records that part i went out.
+	Delivered(ctx context.Context, i int) error
+}
+
+// Delivery is how an outcome reached the sender.
+type Delivery struct {
+	// InStatusMessage is set when the outcome replaced the text of the
+	// job's status message instead of arriving as messages of its own.
+	InStatusMessage bool `json:"in_status_message,omitempty"`
 }
 
 // Fetcher downloads a recording from the service it came from.

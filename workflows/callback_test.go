@@ -40,7 +40,7 @@ func (s *workflowSuite) Test_EngineCallbackWakesPolling() {
 		s.env.SignalWorkflow(SignalEngineCallback, EngineCallback{OperationID: "tr-1", Status: "completed"})
 	}, 2*time.Minute)
 	// The reply is still being sent; the repeat must not cause another check.
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).After(10 * time.Minute).Return(nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).After(10*time.Minute).Return(activities.Delivery{}, nil).Once()
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(SignalEngineCallback, EngineCallback{OperationID: "tr-1", Status: "completed"})
 	}, 3*time.Minute)
@@ -96,7 +96,7 @@ func TestStrayCallbacksAreLoggedAndDropped(t *testing.T) {
 	in.Engine = "assemblyai"
 	env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
 	env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(activities.Recognition{}, temporal.NewNonRetryableApplicationError("bad audio", string(job.EngineRejected), nil)).Once()
-	env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Once()
 	// A stranger's operation while the job converts, then the late result
 	// of an operation while the job is failed.
 	env.RegisterDelayedCallback(func() {

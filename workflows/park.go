@@ -101,6 +101,12 @@ func (j *jobState) park(ctx workflow.Context, f job.Failure, dead bool) bool {
 	}
 	j.s.Revivals++
 	j.s.Failure = nil
+	// The failure notice in the status message is no longer true: the
+	// message shows the revived job's progress again, and its transcript
+	// then replaces it like any other. An edit makes no sound, but the
+	// sender who asked for the retry is watching, and a job revived by an
+	// operator leaves no stale notice beside its transcript.
+	j.s.StatusMessageTaken = false
 	j.dropStaleOperations(ctx)
 	logger.Info("job revived", "from_step", string(f.Step))
 	return true

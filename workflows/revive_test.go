@@ -18,7 +18,7 @@ import (
 func (s *workflowSuite) Test_ReviveUpdateRefusesRunningJob() {
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).After(time.Minute).Return(converted, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Once()
 	var rejected error
 	s.env.RegisterDelayedCallback(func() {
 		s.env.UpdateWorkflow(UpdateRevive, "early", &testsuite.TestUpdateCallback{
@@ -46,7 +46,7 @@ func (s *workflowSuite) Test_ReviveUpdateResumesDeadJob() {
 	in := testInput()
 	in.Policy.MaxAttempts = 2
 	healthy := s.engineFailingUntilHealthy()
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Twice()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Twice()
 	var answer Status
 	var answered bool
 	s.env.RegisterDelayedCallback(func() {
@@ -90,7 +90,7 @@ func (s *workflowSuite) deadOnDeadline(in Input) (submits, checks *int) {
 			*checks++
 			return activities.Recognition{OperationID: "op-1", PollAfter: time.Minute}, nil
 		})
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil)
 	// The deadline of a 3 s recording is a little over half an hour.
 	s.env.RegisterDelayedCallback(func() {
 		s.Require().Equal(job.Dead, s.status().State)
@@ -134,13 +134,13 @@ func (s *workflowSuite) Test_ReplyOfTranscriptOutlastsBackoff() {
 	var deliveredAfter time.Duration
 	// Telegram is down for six hours: far past the five attempts of the
 	// schedule, which give up after about 42 minutes.
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(func(context.Context, activities.ReplyInput) error {
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(func(context.Context, activities.ReplyInput) (activities.Delivery, error) {
 		attempts++
 		if s.env.Now().Sub(start) < 6*time.Hour {
-			return temporal.NewApplicationError("telegram answered 502", string(job.ServiceError))
+			return activities.Delivery{}, temporal.NewApplicationError("telegram answered 502", string(job.ServiceError))
 		}
 		deliveredAfter = s.env.Now().Sub(start)
-		return nil
+		return activities.Delivery{}, nil
 	})
 
 	s.env.ExecuteWorkflow(TranscribeRecording, in)

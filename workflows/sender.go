@@ -12,8 +12,16 @@ import (
 // round trip that did nothing. Jobs started before it still run the step.
 const replyOnlyWhenExpected = "reply-only-when-expected"
 
+// replyInStatusMessage marks the change that lets a reply that fits one
+// message replace the status message's text, so that a retry after a
+// crash edits it again instead of sending it twice, and stops the
+// progress shown there from overwriting the reply. Jobs started before it
+// send every reply and end their status message with "done".
+const replyInStatusMessage = "reply-in-status-message"
+
 func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) error {
-	if j.s.Recipient == nil &&
+	r := j.s.Recipient
+	if r == nil &&
 		workflow.GetVersion(ctx, replyOnlyWhenExpected, workflow.DefaultVersion, 1) >= 1 {
 		return nil
 	}
@@ -21,13 +29,26 @@ func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) 
 	if state == job.Done {
 		opts = j.deliveryOptions(ctx)
 	}
-	return workflow.ExecuteActivity(opts, a.SendReply, activities.ReplyInput{
+	in := activities.ReplyInput{
 		Call: j.call(),
 		Reply: activities.Reply{
-			JobID: j.s.JobID, Source: j.s.Source, Recipient: j.s.Recipient,
+			JobID: j.s.JobID, Source: j.s.Source, Recipient: r,
 			State: state, TranscriptKey: j.s.TranscriptKey, Failure: f, Language: j.s.Language,
 		},
-	}).Get(ctx, nil)
+	}
+	// Only jobs with a status message ask for the version, so the
+	// histories of the others replay unchanged.
+	if r == nil || r.StatusMessage == "" ||
+		workflow.GetVersion(ctx, replyInStatusMessage, workflow.DefaultVersion, 1) < 1 {
+		return workflow.ExecuteActivity(opts, a.SendReply, in).Get(ctx, nil)
+	}
+	in.UseStatusMessage = true
+	var d activities.Delivery
+	if err := workflow.ExecuteActivity(opts, a.SendReply, in).Get(ctx, &d); err != nil {
+		return err
+	}
+	j.s.StatusMessageTaken = d.InStatusMessage
+	return nil
 }
 
 // acknowledge tells the sender once that the recording was accepted.
@@ -50,7 +71,7 @@ func (j *jobState) acknowledge(ctx workflow.Context) {
 
 func (j *jobState) showProgress(ctx workflow.Context, s job.State) {
 	r := j.s.Recipient
-	if r == nil || r.StatusMessage == "" || ctx.Err() != nil {
+	if r == nil || r.StatusMessage == "" || j.s.StatusMessageTaken || ctx.Err() != nil {
 		return
 	}
 	err := workflow.ExecuteActivity(j.courtesy(ctx), a.ShowProgress, activities.NoticeInput{

@@ -96,7 +96,7 @@ func (s *workflowSuite) Test_RecordingReachesDone() {
 	})).Return(recognized, nil).Once()
 	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
 		return in.State == job.Done && in.TranscriptKey == recognized.TranscriptKey && in.Failure == nil
-	})).Return(nil).Once()
+	})).Return(activities.Delivery{}, nil).Once()
 
 	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
 
@@ -118,7 +118,7 @@ func (s *workflowSuite) Test_VerdictFailsWithoutRetry() {
 		temporal.NewNonRetryableApplicationError("the file is not audio", string(job.UnsupportedFormat), nil)).Once()
 	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
 		return in.State == job.Failed && in.Failure != nil && in.Failure.Kind == job.UnsupportedFormat
-	})).Return(nil).Once()
+	})).Return(activities.Delivery{}, nil).Once()
 	var parked Status
 	s.env.RegisterDelayedCallback(func() { parked = s.status() }, time.Hour)
 
@@ -150,7 +150,7 @@ func (s *workflowSuite) Test_RunningOperationIsPolledOnFixedTimer() {
 		}
 		return recognized, nil
 	}).Times(4)
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Once()
 
 	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
 
@@ -174,7 +174,7 @@ func (s *workflowSuite) Test_ExhaustedAttemptsMakeJobDead() {
 		}).Times(3)
 	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
 		return in.State == job.Dead && in.Failure.Kind == job.ServiceError
-	})).Return(nil).Once()
+	})).Return(activities.Delivery{}, nil).Once()
 	var parked Status
 	s.env.RegisterDelayedCallback(func() { parked = s.status() }, 12*time.Hour)
 
@@ -194,8 +194,8 @@ func (s *workflowSuite) Test_ReviveResumesFromFailedStep() {
 	in := testInput()
 	in.Policy.MaxAttempts = 2
 	healthy := s.engineFailingUntilHealthy()
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool { return in.State == job.Dead })).Return(nil).Once()
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool { return in.State == job.Done })).Return(nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool { return in.State == job.Dead })).Return(activities.Delivery{}, nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool { return in.State == job.Done })).Return(activities.Delivery{}, nil).Once()
 	s.env.RegisterDelayedCallback(func() {
 		s.Equal(job.Dead, s.status().State)
 		*healthy = true
@@ -218,7 +218,7 @@ func (s *workflowSuite) Test_ReviveWhileRunningIsIgnored() {
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).After(time.Minute).Return(converted, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(activities.Recognition{},
 		temporal.NewNonRetryableApplicationError("nothing heard", string(job.NoSpeech), nil)).Once()
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Once()
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(SignalRevive, nil) }, 10*time.Second)
 
 	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
@@ -237,7 +237,7 @@ func (s *workflowSuite) Test_OperationDeadlineMakesJobDead() {
 		activities.Recognition{OperationID: "op-1", PollAfter: time.Minute}, nil)
 	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
 		return in.State == job.Dead && in.Failure.Kind == job.Timeout
-	})).Return(nil).Once()
+	})).Return(activities.Delivery{}, nil).Once()
 
 	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
 
@@ -264,7 +264,7 @@ func (s *workflowSuite) Test_OwnerLanguageSurvivesStepResult() {
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.MatchedBy(func(in activities.RecognizeInput) bool {
 		return in.Language == "ru"
 	})).Return(activities.Recognition{Done: true, TranscriptKey: "k", Language: "en"}, nil).Once()
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Once()
 	s.env.RegisterDelayedCallback(func() {
 		s.env.UpdateWorkflow(UpdateSetLanguage, "u1", &testUpdateCallback{s: s}, SetLanguageRequest{Language: "ru"})
 		s.env.UpdateWorkflow(UpdateAnnotate, "u2", &testUpdateCallback{s: s}, AnnotateRequest{Title: "Standup", Note: "ask Ann"})
@@ -350,7 +350,7 @@ func (s *workflowSuite) Test_LongWaitContinuesAsNew() {
 	env.OnActivity(a.CheckRecognition, mock.Anything, mock.MatchedBy(func(in activities.CheckInput) bool {
 		return in.OperationID == "op-1"
 	})).Return(recognized, nil).Once()
-	env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Once()
 	env.ExecuteWorkflow(TranscribeRecording, next)
 	s.Require().True(env.IsWorkflowCompleted())
 	s.Require().NoError(env.GetWorkflowError())
@@ -379,7 +379,7 @@ func (s *workflowSuite) Test_OldCommandLineJobStillRunsReply() {
 	s.env.OnGetVersion(replyOnlyWhenExpected, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Once()
 
 	s.env.ExecuteWorkflow(TranscribeRecording, in)
 
@@ -410,7 +410,7 @@ func (s *workflowSuite) Test_TelegramJobFetchesAndShowsProgress() {
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
 	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
 		return in.State == job.Done && in.Recipient.StatusMessage == "555" && in.Recipient.Message == "7"
-	})).Return(nil).Once()
+	})).Return(activities.Delivery{}, nil).Once()
 
 	s.env.ExecuteWorkflow(TranscribeRecording, in)
 
@@ -432,7 +432,7 @@ func (s *workflowSuite) Test_TelegramFileTooBigFails() {
 		temporal.NewNonRetryableApplicationError("file is too big", string(job.FileTooBig), nil)).Once()
 	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
 		return in.State == job.Failed && in.Failure.Kind == job.FileTooBig && in.Failure.Step == job.Fetching
-	})).Return(nil).Once()
+	})).Return(activities.Delivery{}, nil).Once()
 
 	s.env.ExecuteWorkflow(TranscribeRecording, in)
 

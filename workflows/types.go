@@ -95,8 +95,12 @@ type Status struct {
 	FallbackFrom string `json:"fallback_from,omitempty"`
 	Replied      bool   `json:"replied,omitempty"`
 	// Acknowledged is set once the sender was told of the acceptance.
-	Acknowledged bool         `json:"acknowledged,omitempty"`
-	Failure      *job.Failure `json:"failure,omitempty"`
+	Acknowledged bool `json:"acknowledged,omitempty"`
+	// StatusMessageTaken is set while the status message holds the last
+	// reply (a transcript or failure notice) instead of the job's
+	// progress, which then is no longer shown there.
+	StatusMessageTaken bool         `json:"status_message_taken,omitempty"`
+	Failure            *job.Failure `json:"failure,omitempty"`
 	// RemoveAt is when the job's recordings and transcripts will be
 	// removed, once it has closed; RemovedAt when they were.
 	RemoveAt  time.Time `json:"remove_at,omitzero"`

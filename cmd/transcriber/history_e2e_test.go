@@ -79,17 +79,17 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	// A Telegram job acknowledges, shows its progress and replies; one
 	// that fails tells the sender why.
 	voice := tg.PushVoice(friend, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
-	waitMessage(t, tg, voice.ChatID, "the Telegram transcript", func(s telegramtest.Sent) bool {
-		return s.Method == "sendMessage" && s.Text == testaudio.GoForwardText
-	})
-	histories["done-telegram"] = workflows.TelegramJobID(voice.ChatID, voice.MessageID)
+	// Since reply-in-status-message the transcript replaces the status
+	// message; done-telegram and failed-telegram were recorded before it.
+	waitShown(t, tg, voice.ChatID, "the Telegram transcript", quotes(voice, testaudio.GoForwardText))
+	histories["done-telegram-edited"] = workflows.TelegramJobID(voice.ChatID, voice.MessageID)
 	notAudio := []byte("these bytes are not audio")
 	doc := tg.PushDocument(friend, tg.AddFile(notAudio, "documents/notes.mp3"), "notes.mp3", "audio/mpeg", int64(len(notAudio)))
 	failedTelegram := workflows.TelegramJobID(doc.ChatID, doc.MessageID)
 	waitFor(t, "the Telegram job to fail", func() bool {
 		return showField(runCLI(t, u.client, "jobs", "show", failedTelegram).stdout, "state") == "failed"
 	})
-	histories["failed-telegram"] = failedTelegram
+	histories["failed-telegram-edited"] = failedTelegram
 
 	bad := filepath.Join(dir, "notes.mp3")
 	if err := os.WriteFile(bad, []byte("not audio"), 0o600); err != nil {

@@ -65,6 +65,41 @@ func waitMessage(t *testing.T, tg *telegramtest.Server, chat int64, what string,
 	return found
 }
 
+// waitShown until one of the bot's messages in chat, as it reads now,
+// satisfies ok; returns it.
+func waitShown(t *testing.T, tg *telegramtest.Server, chat int64, what string, ok func(telegramtest.Shown) bool) telegramtest.Shown {
+	t.Helper()
+	var found telegramtest.Shown
+	waitFor(t, what, func() bool {
+		for _, m := range tg.BotMessages(chat) {
+			if ok(m) {
+				found = m
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// showing returns the bot's messages in chat that read text now: what the
+// sender sees, however many calls made it so.
+func showing(tg *telegramtest.Server, chat int64, text string) []telegramtest.Shown {
+	var out []telegramtest.Shown
+	for _, m := range tg.BotMessages(chat) {
+		if m.Text == text {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// quotes reports a message of the bot that reads text and quotes the
+// recording.
+func quotes(recording telegramtest.Message, text string) func(telegramtest.Shown) bool {
+	return func(m telegramtest.Shown) bool { return m.ReplyTo == recording.MessageID && m.Text == text }
+}
+
 func countMessages(tg *telegramtest.Server, chat int64, ok func(telegramtest.Sent) bool) int {
 	n := 0
 	for _, s := range tg.SentTo(chat) {
@@ -81,40 +116,51 @@ func TestTelegramVoiceNote(t *testing.T) {
 	tg := telegramtest.New(t, botToken)
 	u := startUp(t, t.TempDir(), botEnv(tg)...)
 	voice := tg.PushVoice(friend, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
-	isTranscript := func(s telegramtest.Sent) bool {
-		return s.Method == "sendMessage" && s.Text == testaudio.GoForwardText
-	}
-	reply := waitMessage(t, tg, voice.ChatID, "the transcript", isTranscript)
-	if reply.ReplyTo != voice.MessageID {
-		t.Errorf("transcript replies to %d; want the voice note %d", reply.ReplyTo, voice.MessageID)
-	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("calls to the chat: %+v", tg.SentTo(voice.ChatID))
+		}
+	})
+	// The transcript replaces the status message, which quotes the voice
+	// note.
+	reply := waitShown(t, tg, voice.ChatID, "the transcript", quotes(voice, testaudio.GoForwardText))
 	// Telegram delivers the same update again, as after a lost confirmation.
 	tg.Redeliver(voice.UpdateID)
 	waitFor(t, "the redelivered update to be handled", func() bool {
 		return strings.Contains(u.logs.String(), "recording seen again")
 	})
-	time.Sleep(2 * time.Second)
-	if n := countMessages(tg, voice.ChatID, isTranscript); n != 1 {
-		t.Errorf("transcript sent %d times; want once", n)
+	id := workflows.TelegramJobID(voice.ChatID, voice.MessageID)
+	waitFor(t, "the job to close as done", func() bool {
+		return showField(runCLI(t, u.client, "jobs", "show", id).stdout, "state") == "done"
+	})
+	time.Sleep(2 * time.Second) // a late duplicate or a "done" over the transcript would be there by now
+	if got := showing(tg, voice.ChatID, testaudio.GoForwardText); len(got) != 1 || got[0].MessageID != reply.MessageID {
+		t.Errorf("messages showing the transcript = %+v; want only message %d", got, reply.MessageID)
+	}
+	if n := countMessages(tg, voice.ChatID, func(s telegramtest.Sent) bool { return s.Text == testaudio.GoForwardText }); n != 1 {
+		t.Errorf("the transcript went out in %d calls; want one edit", n)
 	}
 	if n := len(tg.GetFileCalls()); n != 1 {
 		t.Errorf("file fetched %d times; want once", n)
 	}
-	// The status message quoted the voice note and ended as done.
+	// The status message quoted the voice note, showed the steps and now
+	// holds the transcript.
 	sent := tg.SentTo(voice.ChatID)
 	if sent[0].Method != "sendMessage" || sent[0].ReplyTo != voice.MessageID || sent[0].Text != "Received, in the queue…" {
 		t.Errorf("first message = %+v; want the English status message quoting the voice note", sent[0])
 	}
 	status := sent[0].MessageID
-	waitMessage(t, tg, voice.ChatID, "the status message to say done", func(s telegramtest.Sent) bool {
-		return s.Method == "editMessageText" && s.MessageID == status && s.Text == "✅ done"
-	})
+	if reply.MessageID != status {
+		t.Errorf("the transcript is in message %d; want the status message %d", reply.MessageID, status)
+	}
 	for _, step := range []string{"⏳ downloading…", "⏳ converting…", "⏳ recognising speech…"} {
 		if countMessages(tg, voice.ChatID, func(s telegramtest.Sent) bool { return s.MessageID == status && s.Text == step }) != 1 {
 			t.Errorf("status message never said %q", step)
 		}
 	}
-	id := workflows.TelegramJobID(voice.ChatID, voice.MessageID)
+	if n := countMessages(tg, voice.ChatID, func(s telegramtest.Sent) bool { return strings.HasPrefix(s.Text, "✅") }); n != 0 {
+		t.Errorf("the status message said done %d times after the transcript; want never", n)
+	}
 	if show := runCLI(t, u.client, "jobs", "show", id); showField(show.stdout, "state") != "done" || showField(show.stdout, "source") != "telegram" {
 		t.Errorf("jobs show %s:\n%s", id, show.stdout)
 	}
@@ -143,7 +189,7 @@ func TestTelegramStrangerIsRefused(t *testing.T) {
 	}
 }
 
-// Scenario: A text document and a file over the download limit get explanations
+// Scenario: A text document, an empty recording and a file over the download limit get explanations
 func TestTelegramExplainsWhatItCannotDo(t *testing.T) {
 	requireSpeechTools(t)
 	tg := telegramtest.New(t, botToken)
@@ -153,15 +199,19 @@ func TestTelegramExplainsWhatItCannotDo(t *testing.T) {
 	if !strings.Contains(notMedia.Text, "only transcribe voice messages, audio and video") {
 		t.Errorf("answer to a text document = %q", notMedia.Text)
 	}
+	empty := tg.PushVoice(friend, tg.AddFile(nil, "voice/empty.oga"), 0, 0)
+	waitMessage(t, tg, empty.ChatID, "the empty-recording answer", func(s telegramtest.Sent) bool {
+		return s.ReplyTo == empty.MessageID && strings.Contains(s.Text, "recording is empty")
+	})
 	big := tg.PushVoice(friend, tg.AddTooBigFile(25<<20), 1500, 25<<20)
-	notice := waitMessage(t, tg, big.ChatID, "the too-big notice", func(s telegramtest.Sent) bool {
+	notice := waitShown(t, tg, big.ChatID, "the too-big notice", func(s telegramtest.Shown) bool {
 		return s.ReplyTo == big.MessageID && strings.Contains(s.Text, "20 MB")
 	})
 	if !strings.Contains(notice.Text, "telegram-bot-api --local") || !strings.Contains(notice.Text, "TELEGRAM_API_ENDPOINT") {
 		t.Errorf("too-big notice = %q; want the limit and how to lift it", notice.Text)
 	}
 	if list := runCLI(t, u.client, "jobs", "list"); strings.Count(list.stdout, "tg-") != 1 || !strings.Contains(list.stdout, "failed") {
-		t.Errorf("jobs (the document has none, the big voice note failed):\n%s", list.stdout)
+		t.Errorf("jobs (the document and the empty voice note have none, the big voice note failed):\n%s", list.stdout)
 	}
 }
 
@@ -179,7 +229,7 @@ func TestTelegramCommandsAndLanguage(t *testing.T) {
 		t.Errorf("/start for a Russian sender = %q", help.Text)
 	}
 	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
-	notice := waitMessage(t, tg, voice.ChatID, "the failure notice", func(s telegramtest.Sent) bool {
+	notice := waitShown(t, tg, voice.ChatID, "the failure notice", func(s telegramtest.Shown) bool {
 		return s.ReplyTo == voice.MessageID && strings.HasPrefix(s.Text, "Не получилось")
 	})
 	if !strings.Contains(notice.Text, "ключ доступа") {
@@ -197,9 +247,11 @@ func TestTelegramCommandsAndLanguage(t *testing.T) {
 	engine.set(http.StatusOK)
 	retry := tg.PushText(owner, "/retry", &voice)
 	waitMessage(t, tg, retry.ChatID, "/retry", func(s telegramtest.Sent) bool { return s.ReplyTo == retry.MessageID && s.Text == "Trying again…" })
-	waitMessage(t, tg, voice.ChatID, "the transcript after retry", func(s telegramtest.Sent) bool {
-		return s.ReplyTo == voice.MessageID && s.Text == testaudio.GoForwardText
-	})
+	// The transcript replaces the failure notice in the status message.
+	after := waitShown(t, tg, voice.ChatID, "the transcript after retry", quotes(voice, testaudio.GoForwardText))
+	if after.MessageID != notice.MessageID {
+		t.Errorf("the transcript is in message %d; want it in place of the notice, %d", after.MessageID, notice.MessageID)
+	}
 	bare := tg.PushText(owner, "/status", nil)
 	waitMessage(t, tg, bare.ChatID, "/status without a reply", func(s telegramtest.Sent) bool {
 		return s.ReplyTo == bare.MessageID && strings.Contains(s.Text, "as a reply")
@@ -212,9 +264,7 @@ func TestTelegramCatchesUpAfterDowntime(t *testing.T) {
 	tg := telegramtest.New(t, botToken)
 	voice := tg.PushVoice(friend, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
 	startUp(t, t.TempDir(), botEnv(tg)...)
-	waitMessage(t, tg, voice.ChatID, "the transcript", func(s telegramtest.Sent) bool {
-		return s.ReplyTo == voice.MessageID && s.Text == testaudio.GoForwardText
-	})
+	waitShown(t, tg, voice.ChatID, "the transcript", quotes(voice, testaudio.GoForwardText))
 }
 
 // Scenario: Undeliverable Telegram replies are recorded across a restart without the bot
@@ -268,6 +318,7 @@ func TestTelegramRepliesUndeliverableAfterRestart(t *testing.T) {
 	defer c.Close()
 	if _, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: orphan, TaskQueue: workflows.TaskQueue},
 		workflows.WorkflowName, workflows.Input{Source: job.SourceTelegram, Original: workflows.Original{Key: key}, Engine: "openai", Policy: workflows.DefaultPolicy(),
+			// A recipient, so a reply is expected, that lost its chat.
 			Recipient: &job.Recipient{Message: "1"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -188,10 +188,7 @@ func TestTopologyWithoutDocker(t *testing.T) {
 
 	// A recording sent to the bot while a worker is down.
 	voice := tg.PushVoice(owner, tg.AddFile(note, "voice/file.oga"), 3, 8138)
-	isTranscript := func(s telegramtest.Sent) bool {
-		return s.Method == "sendMessage" && s.ReplyTo == voice.MessageID && s.Text == testaudio.GoForwardText
-	}
-	waitMessage(t, tg, voice.ChatID, "the transcript of the Telegram job", isTranscript)
+	waitShown(t, tg, voice.ChatID, "the transcript of the Telegram job", quotes(voice, testaudio.GoForwardText))
 
 	if done := waitState(t, base, job.ID, "done"); done.Failure != nil {
 		t.Errorf("job %s = %+v; want done without a failure", job.ID, done)
@@ -219,8 +216,8 @@ func TestTopologyWithoutDocker(t *testing.T) {
 		t.Errorf("engine requests = %d; want 3", n)
 	}
 	time.Sleep(2 * time.Second) // a duplicate reply would have gone out by now
-	if n := countMessages(tg, voice.ChatID, isTranscript); n != 1 {
-		t.Errorf("Telegram transcript sent %d times; want once", n)
+	if n := len(showing(tg, voice.ChatID, testaudio.GoForwardText)); n != 1 {
+		t.Errorf("Telegram transcript shown in %d messages; want one", n)
 	}
 
 	// Scenario: Jobs kept in PostgreSQL outlive a restart of the server process
@@ -240,9 +237,7 @@ func TestTopologyWithoutDocker(t *testing.T) {
 		}
 		// And new work runs on the restarted server.
 		again := tg.PushVoice(owner, tg.AddFile(note, "voice/again.oga"), 3, 8138)
-		waitMessage(t, tg, again.ChatID, "the transcript of a job after the restart", func(s telegramtest.Sent) bool {
-			return s.Method == "sendMessage" && s.ReplyTo == again.MessageID && s.Text == testaudio.GoForwardText
-		})
+		waitShown(t, tg, again.ChatID, "the transcript of a job after the restart", quotes(again, testaudio.GoForwardText))
 	})
 
 	if _, err := os.Stat(filepath.Join(dataDir, "temporal.db")); !os.IsNotExist(err) {

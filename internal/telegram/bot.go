@@ -162,6 +162,13 @@ func (b *Bot) handle(ctx context.Context, u tgbotapi.Update) error {
 	if !ok {
 		return b.say(ctx, m, textsFor(lang).notMedia)
 	}
+	// Telegram gives every file it holds a size, and refuses to store an
+	// empty one; a recording of no bytes has nothing to transcribe, and
+	// the empty capture starts no job.
+	if media.size == 0 {
+		b.log.Info("refused an empty recording", "chat_id", m.Chat.ID, "kind", media.kind)
+		return b.say(ctx, m, textsFor(lang).empty)
+	}
 	if media.size > CloudDownloadLimit && b.c.Official() {
 		return b.say(ctx, m, fmt.Sprintf(textsFor(lang).tooBig, humanSize(media.size)))
 	}
@@ -260,8 +267,20 @@ func (b *Bot) command(ctx context.Context, m *tgbotapi.Message, lang string) err
 		}
 		return b.say(ctx, m, t.retried)
 	default: // start, help and anything unknown
-		return b.say(ctx, m, fmt.Sprintf(t.help, "20 MB", b.cfg.MaxDuration))
+		return b.say(ctx, m, helpText(lang, b.c.Official(), b.cfg.MaxDuration))
 	}
+}
+
+// helpText is the answer to /start and /help. Only the cloud Bot API
+// limits downloads to 20 MB; a local Bot API server hands out files of any
+// size.
+func helpText(lang string, official bool, maxDuration time.Duration) string {
+	t := textsFor(lang)
+	limit := ""
+	if official {
+		limit = t.cloudLimit
+	}
+	return fmt.Sprintf(t.help, limit, maxDuration)
 }
 
 // say answers a message.

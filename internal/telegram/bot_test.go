@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,8 +80,9 @@ func (f *fakeJobs) startedCount() int {
 	return len(f.started)
 }
 
-// Scenario: The bot starts one job per message and revives through the job-control layer, without a Temporal server
-func TestBotStartsAndRevivesThroughJobControl(t *testing.T) {
+// runBot runs a bot for alice against the stand-in until the test ends.
+func runBot(t *testing.T) (*telegramtest.Server, *fakeJobs) {
+	t.Helper()
 	srv := telegramtest.New(t, token)
 	c, err := NewClient(token, srv.URL(), nil)
 	if err != nil {
@@ -93,7 +95,7 @@ func TestBotStartsAndRevivesThroughJobControl(t *testing.T) {
 	jobs := &fakeJobs{jobs: map[string]workflows.Status{}}
 	bot := NewBot(c, jobs, store, BotConfig{
 		Allowed: []string{strconv.FormatInt(alice.ID, 10)}, Engine: "local",
-		Policy: workflows.DefaultPolicy(), PollTimeout: 100 * time.Millisecond,
+		Policy: workflows.DefaultPolicy(), PollTimeout: 100 * time.Millisecond, MaxDuration: 4 * time.Hour,
 	}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -104,6 +106,12 @@ func TestBotStartsAndRevivesThroughJobControl(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
+	return srv, jobs
+}
+
+// Scenario: The bot starts one job per message and revives through the job-control layer, without a Temporal server
+func TestBotStartsAndRevivesThroughJobControl(t *testing.T) {
+	srv, jobs := runBot(t)
 
 	voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS voice"), "voice/a.oga"), 3, 10)
 	waitUntil(t, "the job to start", func() bool { return jobs.startedCount() == 1 })
@@ -166,4 +174,46 @@ func waitSentTo(t *testing.T, srv *telegramtest.Server, chat int64, n int) []tel
 		return len(sent) >= n
 	})
 	return sent
+}
+
+// Scenario: An empty Telegram recording is refused and makes no job
+func TestBotRefusesEmptyRecording(t *testing.T) {
+	srv, jobs := runBot(t)
+	for _, push := range []func() telegramtest.Message{
+		func() telegramtest.Message { return srv.PushVoice(alice, srv.AddFile(nil, "voice/a.oga"), 0, 0) },
+		func() telegramtest.Message {
+			return srv.PushAudio(alice, srv.AddFile(nil, "music/a.mp3"), "a.mp3", "audio/mpeg", 0)
+		},
+	} {
+		m := push()
+		n := len(srv.SentTo(m.ChatID))
+		sent := waitSentTo(t, srv, m.ChatID, n+1)
+		if got := sent[n]; got.ReplyTo != m.MessageID || got.Text != "This recording is empty: there is nothing to transcribe." {
+			t.Errorf("answer = %+v; want the recording called empty, quoting it", got)
+		}
+	}
+	if n := jobs.startedCount(); n != 0 {
+		t.Errorf("%d jobs started for empty recordings; want none", n)
+	}
+	if calls := srv.GetFileCalls(); len(calls) != 0 {
+		t.Errorf("getFile %v; want nothing fetched", calls)
+	}
+}
+
+// Scenario: The help names the 20 MB limit only where the cloud Bot API imposes it
+func TestHelpNamesTheDownloadLimitOfTheCloudOnly(t *testing.T) {
+	if got := helpText("en", true, time.Hour); !strings.Contains(got, "Limits: files up to 20 MB, recordings up to 1h0m0s.") {
+		t.Errorf("cloud help = %q; want the 20 MB limit", got)
+	}
+	if got := helpText("ru", true, time.Hour); !strings.Contains(got, "файлы до 20 МБ, записи до 1h0m0s") {
+		t.Errorf("cloud help in Russian = %q; want the 20 MB limit", got)
+	}
+	// A bot against a local Bot API server (here the stand-in) says no
+	// file limit.
+	srv, _ := runBot(t)
+	m := srv.PushText(alice, "/help", nil)
+	got := waitSentTo(t, srv, m.ChatID, 1)[0].Text
+	if strings.Contains(got, "20 MB") || !strings.Contains(got, "Limits: recordings up to 4h0m0s.") {
+		t.Errorf("local server help = %q; want only the recordings' limit", got)
+	}
 }

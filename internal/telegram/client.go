@@ -185,6 +185,14 @@ func (e *Error) NotModified() bool {
 	return strings.Contains(strings.ToLower(e.Description), "message is not modified")
 }
 
+// Gone reports an edit of a message that is not there to edit any more
+// (the sender deleted it) or can no longer be edited.
+func (e *Error) Gone() bool {
+	d := strings.ToLower(e.Description)
+	return e.Code == http.StatusBadRequest &&
+		(strings.Contains(d, "message to edit not found") || strings.Contains(d, "message can't be edited"))
+}
+
 // wrap classifies an error of the library. Cancellation stays the
 // context's error. URLs in transport errors carry the token, so they are
 // removed.

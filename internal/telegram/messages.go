@@ -24,26 +24,28 @@ func Language(code string) string {
 
 // texts holds every sentence the bot says, by language.
 type texts struct {
-	help, stranger, notMedia, tooBig, received, langUsage, langSet string
-	speechUsage, speechSet                                         string
-	replyToRecording, noJob, retried, notRetriable, statusOf       string
-	documentCaption                                                string
-	states                                                         map[job.State]string
-	reasons                                                        map[job.Kind]string
-	failed, dead                                                   string
+	help, cloudLimit, stranger, notMedia, tooBig, empty, received string
+	langUsage, langSet, speechUsage, speechSet                    string
+	replyToRecording, noJob, retried, notRetriable, statusOf      string
+	documentCaption                                               string
+	states                                                        map[job.State]string
+	reasons                                                       map[job.Kind]string
+	failed, dead                                                  string
 }
 
 var catalog = map[string]texts{
 	"en": {
 		help: "I turn voice messages into text. Send me a voice message, an audio file, a video note or a video, " +
 			"and I reply with what was said.\n\n" +
-			"Limits: files up to %s, recordings up to %s.\n" +
+			"Limits: %srecordings up to %s.\n" +
 			"Commands: /lang en|ru — my language in this chat; /speech CODE — the language spoken in your recordings " +
 			"(en, ru, de…); /status and /retry — send them as a reply to a recording.\n\n" +
 			"Privacy: your recordings and their text are kept on this service's own storage to do the work and are never " +
 			"written to its logs. Only people its owner allowed can use it.",
-		stranger: "Sorry, this bot is private. If you know its owner, ask them to add your id %d to TELEGRAM_ALLOWED_USERS.",
-		notMedia: "I can only transcribe voice messages, audio and video. This file doesn't look like either, so I left it alone.",
+		cloudLimit: "files up to 20 MB, ",
+		empty:      "This recording is empty: there is nothing to transcribe.",
+		stranger:   "Sorry, this bot is private. If you know its owner, ask them to add your id %d to TELEGRAM_ALLOWED_USERS.",
+		notMedia:   "I can only transcribe voice messages, audio and video. This file doesn't look like either, so I left it alone.",
 		tooBig: "This file is %s, and Telegram lets bots download at most 20 MB. The owner of this bot can lift the limit " +
 			"by running a local Bot API server (telegram-bot-api --local) and pointing TELEGRAM_API_ENDPOINT at it.",
 		received:         "Received, in the queue…",
@@ -87,13 +89,15 @@ var catalog = map[string]texts{
 	"ru": {
 		help: "Я превращаю голосовые сообщения в текст. Пришлите голосовое, аудиофайл, видеосообщение или видео — " +
 			"отвечу тем, что в нём сказано.\n\n" +
-			"Ограничения: файлы до %s, записи до %s.\n" +
+			"Ограничения: %sзаписи до %s.\n" +
 			"Команды: /lang en|ru — язык бота в этом чате; /speech КОД — язык, на котором говорят в записях " +
 			"(en, ru, de…); /status и /retry — отправьте ответом на запись.\n\n" +
 			"Приватность: записи и их текст хранятся в собственном хранилище сервиса только для работы и никогда не " +
 			"попадают в его журналы. Пользоваться ботом могут только те, кого разрешил владелец.",
-		stranger: "Извините, это частный бот. Если вы знаете владельца, попросите добавить ваш id %d в TELEGRAM_ALLOWED_USERS.",
-		notMedia: "Я расшифровываю только голосовые сообщения, аудио и видео. Этот файл не похож ни на то, ни на другое, поэтому я его не трогаю.",
+		cloudLimit: "файлы до 20 МБ, ",
+		empty:      "Эта запись пустая: расшифровывать нечего.",
+		stranger:   "Извините, это частный бот. Если вы знаете владельца, попросите добавить ваш id %d в TELEGRAM_ALLOWED_USERS.",
+		notMedia:   "Я расшифровываю только голосовые сообщения, аудио и видео. Этот файл не похож ни на то, ни на другое, поэтому я его не трогаю.",
 		tooBig: "Файл весит %s, а Telegram даёт ботам скачивать не больше 20 МБ. Владелец бота может снять ограничение, " +
 			"запустив локальный Bot API сервер (telegram-bot-api --local) и указав его в TELEGRAM_API_ENDPOINT.",
 		received:         "Получено, в очереди…",

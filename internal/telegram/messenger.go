@@ -91,13 +91,7 @@ func (m *Messenger) ShowProgress(ctx context.Context, to job.Recipient, s job.St
 	if err != nil {
 		return err
 	}
-	text := progressText(to.Language, s)
-	err = m.c.Request(ctx, tgbotapi.NewEditMessageText(c.chatID, c.statusMessageID, text))
-	var te *Error
-	if errors.As(err, &te) && te.NotModified() {
-		return nil
-	}
-	return err
+	return m.edit(ctx, c, progressText(to.Language, s))
 }
 
 func progressText(lang string, s job.State) string {
@@ -112,39 +106,71 @@ func progressText(lang string, s job.State) string {
 
 // Deliver sends the outcome as replies to the recording: the transcript in
 // as many messages as it needs, or as a document when that would be too
-// many; a failure as one notice. Parts before alreadySent went out in an
-// earlier attempt and are skipped.
-func (m *Messenger) Deliver(ctx context.Context, o activities.Outcome, alreadySent int, progress func(int)) error {
+// many; a failure as one notice. An outcome that fits one message goes
+// into the status message instead, when the job allows it: Telegram
+// answers a repeated edit with "message is not modified", so a retry
+// cannot deliver it twice, and the status message already quotes the
+// recording. Parts that are sent as messages of their own go through the
+// part log.
+func (m *Messenger) Deliver(ctx context.Context, o activities.Outcome, log activities.PartLog) (activities.Delivery, error) {
 	to := o.Recipient
 	c, err := chatOf(to)
 	if err != nil {
-		return err
+		return activities.Delivery{}, err
 	}
-	var parts []tgbotapi.Chattable
+	var texts []string
+	var doc *tgbotapi.DocumentConfig
 	switch o.State {
 	case job.Done:
-		texts := split(o.Text, MessageLimit)
+		texts = split(o.Text, MessageLimit)
 		if len(texts) > documentAfter {
-			doc := tgbotapi.NewDocument(c.chatID, tgbotapi.FileBytes{Name: "transcript.txt", Bytes: []byte(o.Text + "\n")})
-			doc.Caption = fmt.Sprintf(textsFor(to.Language).documentCaption, preview(o.Text, previewRunes))
-			doc.ReplyToMessageID = c.messageID
-			doc.AllowSendingWithoutReply = true
-			parts = append(parts, doc)
-			break
-		}
-		for _, t := range texts {
-			parts = append(parts, reply(c, t))
+			d := tgbotapi.NewDocument(c.chatID, tgbotapi.FileBytes{Name: "transcript.txt", Bytes: []byte(o.Text + "\n")})
+			d.Caption = fmt.Sprintf(textsFor(to.Language).documentCaption, preview(o.Text, previewRunes))
+			d.ReplyToMessageID = c.messageID
+			d.AllowSendingWithoutReply = true
+			doc, texts = &d, nil
 		}
 	default:
-		parts = append(parts, reply(c, failureNotice(to.Language, o.State, o.Failure, o.Language)))
+		texts = []string{failureNotice(to.Language, o.State, o.Failure, o.Language)}
 	}
-	for i := alreadySent; i < len(parts); i++ {
-		if _, err := m.c.Send(ctx, parts[i]); err != nil {
-			return err
+	if o.UseStatusMessage && c.statusMessageID != 0 && len(texts) == 1 {
+		err := m.edit(ctx, c, texts[0])
+		var te *Error
+		if err == nil || !errors.As(err, &te) || !te.Gone() {
+			return activities.Delivery{InStatusMessage: err == nil}, err
 		}
-		progress(i + 1)
+		// The sender deleted the status message: the outcome still matters.
 	}
-	return nil
+	var parts []tgbotapi.Chattable
+	if doc != nil {
+		parts = append(parts, *doc)
+	}
+	for _, t := range texts {
+		parts = append(parts, reply(c, t))
+	}
+	for i := log.Sent(); i < len(parts); i++ {
+		if err := log.Sending(ctx, i); err != nil {
+			return activities.Delivery{}, err
+		}
+		if _, err := m.c.Send(ctx, parts[i]); err != nil {
+			return activities.Delivery{}, err
+		}
+		if err := log.Delivered(ctx, i); err != nil {
+			return activities.Delivery{}, err
+		}
+	}
+	return activities.Delivery{}, nil
+}
+
+// edit replaces the status message's text; an edit that changes nothing
+// has been made before and succeeds.
+func (m *Messenger) edit(ctx context.Context, c chat, text string) error {
+	err := m.c.Request(ctx, tgbotapi.NewEditMessageText(c.chatID, c.statusMessageID, text))
+	var te *Error
+	if errors.As(err, &te) && te.NotModified() {
+		return nil
+	}
+	return err
 }
 
 func reply(c chat, text string) tgbotapi.MessageConfig {

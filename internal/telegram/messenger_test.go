@@ -81,8 +81,8 @@ func TestDeliver(t *testing.T) {
 			voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS"), "voice/a.oga"), 3, 4)
 			o := tc.outcome
 			o.Recipient = *recipient(voice.ChatID, voice.MessageID, "en")
-			var progress []int
-			if err := m.Deliver(context.Background(), o, tc.alreadySent, func(n int) { progress = append(progress, n) }); err != nil {
+			log := &memoryLog{sent: tc.alreadySent}
+			if _, err := m.Deliver(context.Background(), o, log); err != nil {
 				t.Fatal(err)
 			}
 			sent := srv.Sent()
@@ -97,13 +97,124 @@ func TestDeliver(t *testing.T) {
 			if !strings.Contains(sent[0].Text, tc.wantText) {
 				t.Errorf("first message = %.80q; want it to contain %q", sent[0].Text, tc.wantText)
 			}
-			if last := progress[len(progress)-1]; last != tc.alreadySent+len(sent) {
-				t.Errorf("progress ends at %d; want %d", last, tc.alreadySent+len(sent))
+			if log.sent != tc.alreadySent+len(sent) || log.sending != nil {
+				t.Errorf("log says %d sent, %v in flight; want %d sent, none in flight", log.sent, log.sending, tc.alreadySent+len(sent))
 			}
 			if tc.name == "very long as a document" && (sent[0].FileName != "transcript.txt" || !bytes.Equal(sent[0].File, []byte(o.Text+"\n"))) {
 				t.Errorf("document %q of %d bytes; want the whole text", sent[0].FileName, len(sent[0].File))
 			}
 		})
+	}
+}
+
+// memoryLog is a part log that an attempt's retry shares in memory.
+type memoryLog struct {
+	sent    int
+	sending *int
+	fail    error
+}
+
+var _ activities.PartLog = (*memoryLog)(nil)
+
+func (l *memoryLog) Sent() int { return l.sent }
+func (l *memoryLog) Sending(_ context.Context, i int) error {
+	if l.fail != nil {
+		return l.fail
+	}
+	l.sending = &i
+	return nil
+}
+func (l *memoryLog) Delivered(_ context.Context, i int) error {
+	l.sent, l.sending = i+1, nil
+	return nil
+}
+
+// Scenario: A reply that fits one message replaces the status message, and a retry changes nothing
+func TestDeliverIntoStatusMessage(t *testing.T) {
+	sentence := "The quick brown fox jumps over the lazy dog. "
+	tests := []struct {
+		name    string
+		outcome activities.Outcome
+		// status is the status message's id: "" for a job whose
+		// acknowledgement failed, "ack" for the one Acknowledge sent.
+		status      string
+		wantMethods []string
+		wantIn      bool
+	}{
+		{"transcript", activities.Outcome{State: job.Done, Text: "go forward ten meters", UseStatusMessage: true}, "ack",
+			[]string{"editMessageText"}, true},
+		{"failure notice", activities.Outcome{State: job.Failed, Failure: &job.Failure{Kind: job.NoSpeech}, UseStatusMessage: true}, "ack",
+			[]string{"editMessageText"}, true},
+		{"several messages are sent", activities.Outcome{State: job.Done, Text: strings.Repeat(sentence, 220), UseStatusMessage: true}, "ack",
+			[]string{"sendMessage", "sendMessage", "sendMessage"}, false},
+		{"a job from before the change sends", activities.Outcome{State: job.Done, Text: "go forward ten meters"}, "ack",
+			[]string{"sendMessage"}, false},
+		{"no status message", activities.Outcome{State: job.Done, Text: "go forward ten meters", UseStatusMessage: true}, "",
+			[]string{"sendMessage"}, false},
+		{"the status message was deleted", activities.Outcome{State: job.Done, Text: "go forward ten meters", UseStatusMessage: true}, "777",
+			[]string{"sendMessage"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, srv := newMessenger(t)
+			voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS"), "voice/a.oga"), 3, 4)
+			o := tc.outcome
+			o.Recipient = *recipient(voice.ChatID, voice.MessageID, "en")
+			switch tc.status {
+			case "ack":
+				id, err := m.Acknowledge(context.Background(), o.Recipient)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Recipient.StatusMessage = id
+			default:
+				o.Recipient.StatusMessage = job.Ref(tc.status)
+			}
+			before := len(srv.Sent())
+			log := &memoryLog{}
+			// The second call is the retry of an attempt that delivered
+			// and died before its completion was recorded.
+			for attempt := range 2 {
+				d, err := m.Deliver(context.Background(), o, log)
+				if err != nil {
+					t.Fatalf("attempt %d: %v", attempt+1, err)
+				}
+				if d.InStatusMessage != tc.wantIn {
+					t.Errorf("attempt %d: in the status message %v; want %v", attempt+1, d.InStatusMessage, tc.wantIn)
+				}
+			}
+			sent := srv.Sent()[before:]
+			if len(sent) != len(tc.wantMethods) {
+				t.Fatalf("calls = %+v; want %v", sent, tc.wantMethods)
+			}
+			for i, s := range sent {
+				if s.Method != tc.wantMethods[i] {
+					t.Errorf("call %d = %s; want %s", i, s.Method, tc.wantMethods[i])
+				}
+				if s.Method == "editMessageText" && string(o.Recipient.StatusMessage) != strconv.Itoa(s.MessageID) {
+					t.Errorf("edited message %d; want the status message %s", s.MessageID, o.Recipient.StatusMessage)
+				}
+				if s.Method == "sendMessage" && s.ReplyTo != voice.MessageID {
+					t.Errorf("message %d replies to %d; want the voice note %d", i, s.ReplyTo, voice.MessageID)
+				}
+			}
+			if o.State == job.Done && len(tc.wantMethods) == 1 && sent[0].Text != o.Text {
+				t.Errorf("text = %q; want the transcript", sent[0].Text)
+			}
+		})
+	}
+}
+
+// Scenario: A part whose sending cannot be recorded is not sent
+func TestDeliverRecordsBeforeSending(t *testing.T) {
+	m, srv := newMessenger(t)
+	voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS"), "voice/a.oga"), 3, 4)
+	o := activities.Outcome{State: job.Done, Text: "go forward ten meters", Recipient: *recipient(voice.ChatID, voice.MessageID, "en")}
+	if _, err := m.Deliver(context.Background(), o, &memoryLog{fail: errors.New("store down")}); err == nil {
+		t.Fatal("Deliver succeeded without its record")
+	}
+	if n := len(srv.Sent()); n != 0 {
+		t.Errorf("sent %d messages with no record of them", n)
 	}
 }
 
@@ -126,8 +237,8 @@ func TestDeliverErrors(t *testing.T) {
 			m, srv := newMessenger(t)
 			voice := srv.PushVoice(alice, srv.AddFile([]byte("OggS"), "voice/a.oga"), 3, 4)
 			tc.fault(srv)
-			err := m.Deliver(context.Background(), activities.Outcome{State: job.Done, Text: "hi",
-				Recipient: *recipient(voice.ChatID, voice.MessageID, "")}, 0, func(int) {})
+			_, err := m.Deliver(context.Background(), activities.Outcome{State: job.Done, Text: "hi",
+				Recipient: *recipient(voice.ChatID, voice.MessageID, "")}, &memoryLog{})
 			var te *Error
 			if !errors.As(err, &te) {
 				t.Fatalf("error = %v; want a telegram error", err)

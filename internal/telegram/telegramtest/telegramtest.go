@@ -115,6 +115,8 @@ type Server struct {
 	downloads    []string
 	getFileCalls []string
 	faults       map[string][]*fault // by lower-case method name
+	holds        []*hold
+	delays       []delay
 	commands     json.RawMessage
 }
 
@@ -577,6 +579,122 @@ func (s *Server) takeFault(method string) *apiError {
 	return &apiError{code: f.status, desc: f.desc, retryAfter: f.retryAfter}
 }
 
+// hold is a call that takes effect but whose answer waits.
+type hold struct {
+	match    func(Sent) bool
+	accepted chan Sent
+	release  chan struct{}
+}
+
+// HoldAnswer makes the next successful call that match accepts take
+// effect and be recorded as usual, and then keeps its answer until
+// release is called: Telegram has the message, the bot does not know it
+// yet. accepted receives the call's record once it took effect. A client
+// that goes away meanwhile (a process killed) never gets an answer.
+func (s *Server) HoldAnswer(match func(Sent) bool) (accepted <-chan Sent, release func()) {
+	h := &hold{match: match, accepted: make(chan Sent, 1), release: make(chan struct{})}
+	s.mu.Lock()
+	s.holds = append(s.holds, h)
+	s.mu.Unlock()
+	var once sync.Once
+	return h.accepted, func() { once.Do(func() { close(h.release) }) }
+}
+
+type delay struct {
+	match func(Sent) bool
+	d     time.Duration
+}
+
+// DelayAnswers makes every successful call that match accepts take effect
+// at once and answer d later, as over a slow network: for that long the
+// message is sent and the bot does not know it.
+func (s *Server) DelayAnswers(match func(Sent) bool, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delays = append(s.delays, delay{match: match, d: d})
+}
+
+// holdAnswer waits as a matching hold or delay says, and reports whether
+// the answer is still wanted.
+func (s *Server) holdAnswer(r *http.Request, x Sent) bool {
+	s.mu.Lock()
+	var h *hold
+	for i, c := range s.holds {
+		if c.match(x) {
+			h = c
+			s.holds = append(s.holds[:i:i], s.holds[i+1:]...)
+			break
+		}
+	}
+	var wait time.Duration
+	for _, d := range s.delays {
+		if d.match(x) {
+			wait = max(wait, d.d)
+		}
+	}
+	s.mu.Unlock()
+	if h != nil {
+		h.accepted <- x
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return false
+		case <-s.closed:
+			return false
+		}
+	}
+	if wait > 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-r.Context().Done():
+			return false
+		case <-s.closed:
+			return false
+		}
+	}
+	return true
+}
+
+// Shown is a message of the bot as the chat shows it now, after its
+// edits.
+type Shown struct {
+	MessageID int
+	ReplyTo   int    // the message it quotes, 0 if none
+	Text      string // the text, or a document's caption
+	FileName  string // a document's file name
+	Edited    bool
+}
+
+// BotMessages returns the bot's messages in chatID as they read now, in
+// the order they were sent: what the sender sees, however many calls made
+// it so.
+func (s *Server) BotMessages(chatID int64) []Shown {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.chats[chatID]
+	if !ok {
+		return nil
+	}
+	var out []Shown
+	for id := 1; id <= c.nextID; id++ {
+		m, ok := c.msgs[id]
+		if !ok || !m.byBot {
+			continue
+		}
+		x := Shown{MessageID: id, Text: m.rawText, Edited: m.EditDate != 0}
+		if m.ReplyToMessage != nil {
+			x.ReplyTo = m.ReplyToMessage.MessageID
+		}
+		if m.Document != nil {
+			x.Text, x.FileName = m.Caption, m.Document.FileName
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
 // ---- HTTP ----
 
 type apiError struct {
@@ -694,6 +812,9 @@ func (s *Server) serveMethod(w http.ResponseWriter, r *http.Request, method stri
 	if res == nil { // the client went away during a long poll
 		return
 	}
+	if p.recorded != nil && !s.holdAnswer(r, *p.recorded) {
+		return
+	}
 	writeJSON(w, http.StatusOK, response{Ok: true, Result: res})
 }
 
@@ -701,6 +822,8 @@ func (s *Server) serveMethod(w http.ResponseWriter, r *http.Request, method stri
 type params struct {
 	v     map[string]string
 	files map[string]*multipart.FileHeader
+	// recorded is the call's record once it took effect.
+	recorded *Sent
 }
 
 func (p *params) get(k string) string { return p.v[k] }
@@ -1086,7 +1209,7 @@ func (s *Server) sendMessage(_ *http.Request, p *params) (json.RawMessage, *apiE
 	}
 	m := s.newBotMessageLocked(c, replyTo)
 	m.Text, m.rawText, m.parseMode, m.ReplyMarkup = text, raw, mode, markup
-	s.recordLocked(Sent{Method: "sendMessage", ChatID: c.id, MessageID: m.MessageID, ReplyTo: replyTo, Text: raw, ParseMode: mode})
+	s.recordLocked(p, Sent{Method: "sendMessage", ChatID: c.id, MessageID: m.MessageID, ReplyTo: replyTo, Text: raw, ParseMode: mode})
 	return mustJSON(m), nil
 }
 
@@ -1106,8 +1229,9 @@ func (s *Server) newBotMessageLocked(c *chat, replyTo int) *message {
 	return m
 }
 
-func (s *Server) recordLocked(x Sent) {
+func (s *Server) recordLocked(p *params, x Sent) {
 	x.At = time.Now()
+	p.recorded = &x
 	s.sent = append(s.sent, x)
 	close(s.sentCh)
 	s.sentCh = make(chan struct{})
@@ -1151,7 +1275,7 @@ func (s *Server) editMessageText(_ *http.Request, p *params) (json.RawMessage, *
 	}
 	m.Text, m.rawText, m.parseMode, m.ReplyMarkup = text, raw, mode, markup
 	m.EditDate = time.Now().Unix()
-	s.recordLocked(Sent{Method: "editMessageText", ChatID: c.id, MessageID: id, Text: raw, ParseMode: mode})
+	s.recordLocked(p, Sent{Method: "editMessageText", ChatID: c.id, MessageID: id, Text: raw, ParseMode: mode})
 	return mustJSON(m), nil
 }
 
@@ -1241,7 +1365,7 @@ func (s *Server) sendDocument(_ *http.Request, p *params) (json.RawMessage, *api
 	m := s.newBotMessageLocked(c, replyTo)
 	m.Document = &document{FileID: known.id, FileUniqueID: known.uniqueID, FileName: name, MimeType: mimeType, FileSize: known.size}
 	m.Caption, m.ReplyMarkup = caption, markup
-	s.recordLocked(Sent{Method: "sendDocument", ChatID: c.id, MessageID: m.MessageID, ReplyTo: replyTo,
+	s.recordLocked(p, Sent{Method: "sendDocument", ChatID: c.id, MessageID: m.MessageID, ReplyTo: replyTo,
 		Text: rawCaption, ParseMode: mode, FileName: name, File: bytes.Clone(content)})
 	return mustJSON(m), nil
 }
@@ -1267,7 +1391,7 @@ func (s *Server) sendChatAction(_ *http.Request, p *params) (json.RawMessage, *a
 	if !chatActions[action] {
 		return nil, badRequest("wrong parameter action in request")
 	}
-	s.recordLocked(Sent{Method: "sendChatAction", ChatID: c.id, Text: action})
+	s.recordLocked(p, Sent{Method: "sendChatAction", ChatID: c.id, Text: action})
 	return json.RawMessage("true"), nil
 }
 

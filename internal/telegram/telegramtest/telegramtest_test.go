@@ -947,3 +947,77 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestHoldAnswer(t *testing.T) {
+	srv := telegramtest.New(t, token)
+	m := srv.PushText(alice, "hello", nil)
+	accepted, release := srv.HoldAnswer(func(s telegramtest.Sent) bool { return s.Text == "held" })
+	mustOK(t, "sendMessage", call(t, srv, "sendMessage", url.Values{"chat_id": {"4242"}, "text": {"not held"}}))
+
+	answered := make(chan apiResp, 1)
+	go func() {
+		answered <- call(t, srv, "sendMessage", url.Values{"chat_id": {"4242"}, "text": {"held"}, "reply_to_message_id": {fmt.Sprint(m.MessageID)}})
+	}()
+	var x telegramtest.Sent
+	select {
+	case x = <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held call was not accepted")
+	}
+	if x.Method != "sendMessage" || x.Text != "held" {
+		t.Errorf("accepted %+v; want the held message", x)
+	}
+	if n := len(srv.SentTo(4242)); n != 2 {
+		t.Errorf("%d calls recorded before the answer; want both", n)
+	}
+	select {
+	case <-answered:
+		t.Fatal("answered before release")
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	mustOK(t, "sendMessage", <-answered)
+
+	// A client that gives up while its answer is held gets none, and the
+	// message stays sent.
+	_, release = srv.HoldAnswer(func(s telegramtest.Sent) bool { return s.Method == "editMessageText" })
+	defer release()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL()+"/bot"+token+"/editMessageText",
+		strings.NewReader(url.Values{"chat_id": {"4242"}, "message_id": {fmt.Sprint(x.MessageID)}, "text": {"edited"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("the held edit was answered")
+	}
+	shown := srv.BotMessages(4242)
+	if len(shown) != 2 || shown[0].Text != "not held" || shown[1].Text != "edited" || !shown[1].Edited || shown[1].ReplyTo != m.MessageID {
+		t.Errorf("the chat shows %+v; want the first message and the edited reply", shown)
+	}
+}
+
+func TestDelayAnswers(t *testing.T) {
+	srv := telegramtest.New(t, token)
+	srv.PushText(alice, "hello", nil)
+	srv.DelayAnswers(func(s telegramtest.Sent) bool { return s.Text == "slow" }, 300*time.Millisecond)
+	start := time.Now()
+	mustOK(t, "sendMessage", call(t, srv, "sendMessage", url.Values{"chat_id": {"4242"}, "text": {"fast"}}))
+	if d := time.Since(start); d > 200*time.Millisecond {
+		t.Errorf("an unmatched call took %v", d)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mustOK(t, "sendMessage", call(t, srv, "sendMessage", url.Values{"chat_id": {"4242"}, "text": {"slow"}}))
+	}()
+	waitFor(t, func() bool { return len(srv.SentTo(4242)) == 2 })
+	select {
+	case <-done:
+		t.Fatal("the slow call was answered at once")
+	default:
+	}
+	<-done
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("the slow call was answered after %v; want at least 300ms", d)
+	}
+}
