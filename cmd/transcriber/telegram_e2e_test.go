@@ -395,8 +395,8 @@ func TestTelegramSpeechLanguage(t *testing.T) {
 	// Russian elsewhere.
 	u := startUp(t, t.TempDir(), botEnv(tg)...)
 	first := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/first.oga"), 3, 8138)
-	notice := waitMessage(t, tg, first.ChatID, "the notice about the language", func(s telegramtest.Sent) bool {
-		return s.ReplyTo == first.MessageID && strings.HasPrefix(s.Text, "Не получилось")
+	notice := waitShown(t, tg, first.ChatID, "the notice about the language", func(m telegramtest.Shown) bool {
+		return m.ReplyTo == first.MessageID && strings.HasPrefix(m.Text, "Не получилось")
 	})
 	for _, want := range []string{"русский (ru)", "TRANSCRIBER_ENGINE_ROUTES", "ru=openai", "/speech en"} {
 		if !strings.Contains(notice.Text, want) {
@@ -408,7 +408,7 @@ func TestTelegramSpeechLanguage(t *testing.T) {
 	if !strings.HasPrefix(showField(show.stdout, "failure"), "unsupported_language at converting: the local engine does not recognise ru, only en") {
 		t.Errorf("jobs show %s:\n%s", id, show.stdout)
 	}
-	if n := countMessages(tg, first.ChatID, func(s telegramtest.Sent) bool { return s.Text == testaudio.GoForwardText }); n != 0 {
+	if n := len(showing(tg, first.ChatID, testaudio.GoForwardText)); n != 0 {
 		t.Errorf("an English transcript went out for a Russian chat: %d", n)
 	}
 
@@ -417,9 +417,7 @@ func TestTelegramSpeechLanguage(t *testing.T) {
 		return s.ReplyTo == set.MessageID && s.Text == "Теперь записи в этом чате считаются записями на языке: английский (en)."
 	})
 	second := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/second.oga"), 3, 8138)
-	waitMessage(t, tg, second.ChatID, "the transcript in English", func(s telegramtest.Sent) bool {
-		return s.ReplyTo == second.MessageID && s.Text == testaudio.GoForwardText
-	})
+	waitShown(t, tg, second.ChatID, "the transcript in English", quotes(second, testaudio.GoForwardText))
 	// The bot still speaks Russian here: the two languages are apart.
 	help := tg.PushText(owner, "/speech", nil)
 	waitMessage(t, tg, help.ChatID, "/speech without a code", func(s telegramtest.Sent) bool {
