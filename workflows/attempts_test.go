@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -21,6 +23,7 @@ import (
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/engine"
 	"github.com/transcriber/transcriber/internal/job"
+	"github.com/transcriber/transcriber/internal/metrics"
 )
 
 // scriptedEngine fails each submission with the error its script gives
@@ -109,8 +112,7 @@ func parkedFailure(t *testing.T, env *testsuite.TestWorkflowEnvironment, in Inpu
 	return *r.Failure
 }
 
-// Scenario: Back-off between attempts follows the configured schedule
-// Scenario: A step that keeps failing makes the job dead after the last attempt
+// Scenario: Every wait of the default schedule is kept, and the fifth failure gives up
 func TestDefaultScheduleIsWaitedInFull(t *testing.T) {
 	env, eng, in := realStepEnv(t, unavailable)
 	in.Policy = Policy{Backoff: job.DefaultBackoff(), MaxAttempts: job.DefaultMaxAttempts, ParkFor: time.Hour}
@@ -270,6 +272,51 @@ func TestFailureOfLastAttempt(t *testing.T) {
 			require.Equal(t, tc.wantKind, got.Kind)
 			require.Equal(t, tc.wantAttempts, got.Attempts)
 			require.Equal(t, tc.wantDead, dead)
+		})
+	}
+}
+
+// Scenario: Dead jobs are counted under the kind of what stopped them
+func TestDeadKindsAreCounted(t *testing.T) {
+	tests := []struct {
+		name string
+		kind job.Kind
+		run  func(env *testsuite.TestWorkflowEnvironment)
+	}{
+		{"an operation past its deadline is a timeout", job.Timeout, func(env *testsuite.TestWorkflowEnvironment) {
+			running := activities.Recognition{OperationID: "op-1", PollAfter: time.Minute}
+			env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(running, nil).Once()
+			env.OnActivity(a.CheckRecognition, mock.Anything, mock.Anything).Return(running, nil)
+		}},
+		{"an engine that cannot be reached is no_ack", job.NoAck, func(env *testsuite.TestWorkflowEnvironment) {
+			env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(activities.Recognition{},
+				temporal.NewApplicationError("dial tcp 127.0.0.1:9: connection refused", string(job.NoAck)))
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m := metrics.New(reg)
+			var suite testsuite.WorkflowTestSuite
+			suite.SetMetricsHandler(metrics.NewSDKHandler(reg, m))
+			env := suite.NewTestWorkflowEnvironment()
+			env.RegisterWorkflowWithOptions(TranscribeRecording, workflow.RegisterOptions{Name: WorkflowName})
+			env.RegisterActivity(&activities.Activities{})
+			env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+			env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+			tc.run(env)
+			in := testInput()
+			in.Policy.MaxAttempts = 2
+
+			env.ExecuteWorkflow(TranscribeRecording, in)
+
+			var r Result
+			require.NoError(t, env.GetWorkflowResult(&r))
+			require.Equal(t, job.Dead, r.State)
+			require.Equal(t, tc.kind, r.Failure.Kind)
+			require.Equal(t, 1.0, testutil.ToFloat64(m.Failures.WithLabelValues(string(tc.kind))))
+			require.Equal(t, 1, testutil.CollectAndCount(m.Failures), "no other kind counted")
+			require.Equal(t, 1.0, testutil.ToFloat64(m.Jobs.WithLabelValues(string(job.SourceTelegram), string(job.Dead))))
 		})
 	}
 }
