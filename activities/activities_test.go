@@ -347,6 +347,9 @@ func TestRecognizeErrorClassification(t *testing.T) {
 			if got := appErr.NextRetryDelay(); got != tc.wantDelay {
 				t.Errorf("next retry delay = %v; want %v", got, tc.wantDelay)
 			}
+			if d, ok := DetailsOf(appErr); !ok || d.Attempt != 1 {
+				t.Errorf("details = %+v, %v; want attempt 1", d, ok)
+			}
 		})
 	}
 }

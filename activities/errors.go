@@ -24,8 +24,14 @@ func verdict(kind job.Kind, msg string) error {
 }
 
 // classify turns any error of a step into the application error the
-// workflow acts on. It is the only place where errors get their kind.
+// workflow acts on. It is the only place where errors get their kind, and
+// every application error it returns names the attempt that failed.
 func classify(ctx context.Context, call Call, err error) error {
+	return withAttempt(ctx, kindOf(ctx, call, err))
+}
+
+// kindOf gives an error of a step its kind.
+func kindOf(ctx context.Context, call Call, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -69,6 +75,43 @@ func classify(ctx context.Context, call Call, err error) error {
 		return retry(ctx, call, job.IntakeNotRunning, err.Error(), 0)
 	}
 	return retry(ctx, call, job.Internal, err.Error(), 0)
+}
+
+// FailureDetails travel with a step's failure as its application error's
+// details, for the workflow to record what only the attempt knows.
+type FailureDetails struct {
+	// Attempt is the attempt of the step that failed, from 1. Temporal
+	// counts a timed-out attempt too, but no details come back from it.
+	Attempt int `json:"attempt"`
+}
+
+// withAttempt adds the failed attempt to an application error. Errors
+// that already carry details keep them: details are positional, and only
+// their maker knows how to read them.
+func withAttempt(ctx context.Context, err error) error {
+	appErr, ok := err.(*temporal.ApplicationError)
+	if !ok || appErr.HasDetails() || !activity.IsActivity(ctx) {
+		return err
+	}
+	return temporal.NewApplicationErrorWithOptions(appErr.Message(), appErr.Type(), temporal.ApplicationErrorOptions{
+		NonRetryable:   appErr.NonRetryable(),
+		Cause:          appErr.Unwrap(),
+		Details:        []any{FailureDetails{Attempt: int(activity.GetInfo(ctx).Attempt)}},
+		NextRetryDelay: appErr.NextRetryDelay(),
+		Category:       appErr.Category(),
+	})
+}
+
+// DetailsOf reads the details classify put on the failure of one attempt.
+// It looks at err itself, not its causes: a cause's details belong to
+// another failure.
+func DetailsOf(err error) (FailureDetails, bool) {
+	var d FailureDetails
+	appErr, ok := err.(*temporal.ApplicationError)
+	if !ok || !appErr.HasDetails() || appErr.Details(&d) != nil || d.Attempt <= 0 {
+		return FailureDetails{}, false
+	}
+	return d, true
 }
 
 // errIntakeNotRunning: the step needs the intake's service and this worker

@@ -17,29 +17,57 @@ import (
 // failure reads what stopped a step. A definitive verdict fails the job. A
 // retryable failure reaches the workflow only once Temporal has spent every
 // attempt on it, and time that ran out is the same kind of exhaustion: both
-// make the job dead.
+// make the job dead. What the last attempt met decides: a step that timed
+// out after an earlier attempt failed otherwise is a timeout.
 func (j *jobState) failure(ctx workflow.Context, err error) (job.Failure, bool) {
 	f := job.Failure{Kind: job.Internal, Step: j.s.State, Message: err.Error(), At: workflow.Now(ctx)}
 	dead := true
 	var appErr *temporal.ApplicationError
 	var timeoutErr *temporal.TimeoutError
 	switch {
-	case errors.As(err, &appErr):
-		f.Kind, f.Message = job.Kind(appErr.Type()), appErr.Message()
-		dead = !(appErr.NonRetryable() || f.Kind.Verdict()) || f.Kind == job.Timeout
 	case errors.As(err, &timeoutErr):
 		f.Kind = job.Timeout
 		f.Message = fmt.Sprintf("the step did not finish in time (%s timeout)", timeoutName(timeoutErr.TimeoutType()))
+	case errors.As(err, &appErr):
+		f.Kind, f.Message = job.Kind(appErr.Type()), appErr.Message()
+		dead = !(appErr.NonRetryable() || f.Kind.Verdict()) || f.Kind == job.Timeout
 	}
-	var actErr *temporal.ActivityError
-	if dead && errors.As(err, &actErr) && actErr.RetryState() != enumspb.RETRY_STATE_TIMEOUT {
-		f.Attempts = j.s.Policy.MaxAttempts
-	}
+	f.Attempts = attemptsMade(err, j.s.Policy.MaxAttempts)
 	if j.failedChunk >= 0 {
 		f.Message = fmt.Sprintf("chunk %d of %d: %s", j.failedChunk+1, len(j.s.Chunks), f.Message)
 		j.failedChunk = -1
 	}
 	return f, dead
+}
+
+// attemptsMade counts the attempts a step made before it stopped, from
+// what Temporal hands back with its last failure; 0 when that does not
+// tell. A failure the step reported names its attempt in its details. A
+// timed-out attempt reports nothing, but Temporal gives the failure of the
+// attempt before it as its cause, and that one names its own. When it
+// does not (a timeout after a timeout, or failures recorded before
+// attempts were counted), the retry state still says whether every
+// attempt the policy allows was spent.
+func attemptsMade(err error, maxAttempts int) int {
+	var actErr *temporal.ActivityError
+	if !errors.As(err, &actErr) {
+		// The workflow's own verdict, such as an operation's deadline:
+		// no attempt of a step failed.
+		return 0
+	}
+	last := actErr.Unwrap()
+	if d, ok := activities.DetailsOf(last); ok {
+		return d.Attempt
+	}
+	if timeoutErr, ok := last.(*temporal.TimeoutError); ok {
+		if d, ok := activities.DetailsOf(timeoutErr.Unwrap()); ok {
+			return d.Attempt + 1
+		}
+	}
+	if actErr.RetryState() == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED {
+		return maxAttempts
+	}
+	return 0
 }
 
 // fallBack hands a job whose engine gave up on recognising it to the

@@ -161,34 +161,6 @@ func (s *workflowSuite) Test_RunningOperationIsPolledOnFixedTimer() {
 	}
 }
 
-// Scenario: A step that keeps failing makes the job dead after the last attempt
-func (s *workflowSuite) Test_ExhaustedAttemptsMakeJobDead() {
-	in := testInput()
-	in.Policy.MaxAttempts = 3
-	calls := 0
-	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
-	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.RecognizeInput) (activities.Recognition, error) {
-			calls++
-			return activities.Recognition{}, temporal.NewApplicationError("engine answered 503", string(job.ServiceError))
-		}).Times(3)
-	s.env.OnActivity(a.SendReply, mock.Anything, mock.MatchedBy(func(in activities.ReplyInput) bool {
-		return in.State == job.Dead && in.Failure.Kind == job.ServiceError
-	})).Return(activities.Delivery{}, nil).Once()
-	var parked Status
-	s.env.RegisterDelayedCallback(func() { parked = s.status() }, 12*time.Hour)
-
-	s.env.ExecuteWorkflow(TranscribeRecording, in)
-
-	s.Equal(3, calls)
-	s.Equal(job.Dead, parked.State)
-	s.Require().NotNil(parked.Failure)
-	s.Equal(job.ServiceError, parked.Failure.Kind)
-	s.Equal(job.Transcribing, parked.Failure.Step)
-	s.Equal(3, parked.Failure.Attempts)
-	s.Equal(job.Dead, s.result().State)
-}
-
 // Scenario: Revive resumes a dead job at the step that stopped it
 func (s *workflowSuite) Test_ReviveResumesFromFailedStep() {
 	in := testInput()

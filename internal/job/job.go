@@ -51,7 +51,9 @@ type Failure struct {
 	Kind    Kind   `json:"kind"`
 	Step    State  `json:"step"`
 	Message string `json:"message"`
-	// Attempts is how many times the step ran before it gave up.
+	// Attempts is how many times the step ran before it stopped, as
+	// counted from its last failure; zero when that does not tell, or when
+	// no attempt of a step failed (an engine operation's deadline).
 	Attempts int       `json:"attempts,omitempty"`
 	At       time.Time `json:"at"`
 }
