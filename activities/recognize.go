@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"mime"
+	"net/http"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -114,6 +115,11 @@ func (a *Activities) check(ctx context.Context, in CheckInput) (Recognition, err
 	start := time.Now()
 	sub, err := rec.Check(ctx, in.OperationID)
 	a.observe(in.Engine, start)
+	if e, ok := engine.AsError(err); ok && e.Status == http.StatusTooManyRequests {
+		// The engine's rate limit, not the operation's fate: waiting is
+		// what it asks for, and a wait spends no attempt of the step.
+		sub, err = engine.Submission{OperationID: in.OperationID, CheckAfter: e.RetryAfter}, nil
+	}
 	if err != nil {
 		return Recognition{}, err
 	}
@@ -139,7 +145,7 @@ func (a *Activities) settle(ctx context.Context, rec Recognizer, engineName stri
 		if p, ok := rec.(engine.Poller); ok && p.PollInterval() > 0 {
 			interval = p.PollInterval()
 		}
-		return Recognition{OperationID: sub.OperationID, PollAfter: interval}, nil
+		return Recognition{OperationID: sub.OperationID, PollAfter: max(interval, sub.CheckAfter)}, nil
 	}
 	res := *sub.Result
 	// The raw response is kept before anything is judged, so that a verdict

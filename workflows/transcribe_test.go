@@ -145,6 +145,34 @@ func (s *workflowSuite) Test_RunningOperationIsPolledOnFixedTimer() {
 	}
 }
 
+// Scenario: Each check's answer sets the wait before the next check
+func (s *workflowSuite) Test_CheckAnswerStretchesTheNextWait() {
+	// The engine asks for longer waits as it gets busier, then for a
+	// Retry-After it was refused for; each check honours the last answer.
+	waits := []time.Duration{15 * time.Second, 30 * time.Second, 90 * time.Second, 15 * time.Second}
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
+		activities.Recognition{OperationID: "op-1", PollAfter: waits[0]}, nil).Once()
+	var checks []time.Time
+	s.env.OnActivity(a.CheckRecognition, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.CheckInput) (activities.Recognition, error) {
+			checks = append(checks, s.env.Now())
+			if len(checks) < len(waits) {
+				return activities.Recognition{OperationID: "op-1", PollAfter: waits[len(checks)]}, nil
+			}
+			return recognized, nil
+		}).Times(len(waits))
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	s.Equal(job.Done, s.result().State)
+	s.Require().Len(checks, len(waits))
+	for i := 1; i < len(checks); i++ {
+		s.Equal(waits[i], checks[i].Sub(checks[i-1]), "wait before check %d", i+1)
+	}
+}
+
 // Scenario: A step that keeps failing makes the job dead after the last attempt
 func (s *workflowSuite) Test_ExhaustedAttemptsMakeJobDead() {
 	in := testInput()

@@ -66,6 +66,10 @@ type Limits struct {
 type Submission struct {
 	OperationID string
 	Result      *Result
+	// CheckAfter, when set, is the least wait before the operation is
+	// checked again: the engine's share of a rate quota, or the
+	// Retry-After of a check it was refused for now.
+	CheckAfter time.Duration
 }
 
 // Done reports whether the submission carries a finished result.

@@ -58,8 +58,9 @@ const (
 	// one is the binding figure). One operation checked every 15 s makes 240
 	// checks an hour, so ten recordings or chunks can be in recognition at
 	// once and stay under it (2,400), with room left for their ten result
-	// fetches. The wait before the first check (FirstCheck) lowers the count
-	// further.
+	// fetches; beyond ten, the shared budget (budget.go) stretches the
+	// interval. The wait before the first check (FirstCheck) lowers the
+	// count further.
 	DefaultPollInterval = 15 * time.Second
 
 	// MaxAudioBytes is the largest file one request carries: SpeechKit takes
@@ -129,6 +130,8 @@ type Engine struct {
 	pollInterval  time.Duration
 	http          *engine.Client
 	maxBytes      int64
+	checks        *budget
+	now           func() time.Time
 }
 
 // New checks the configuration. A nil client gets one without an overall
@@ -189,6 +192,8 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 		pollInterval:  poll,
 		http:          c,
 		maxBytes:      MaxAudioBytes,
+		checks:        sharedBudget(ops.String() + "\x00" + folder + "\x00" + secret),
+		now:           time.Now,
 	}, nil
 }
 
@@ -216,13 +221,20 @@ func (e *Engine) Name() string { return Name }
 // tenth of the size of WAV it puts four hours of audio in one request.
 func (e *Engine) Format() audio.Format { return audio.OggOpus16kMono }
 
-// PollInterval is the wait the caller leaves between checks of an operation.
-func (e *Engine) PollInterval() time.Duration { return e.pollInterval }
+// PollInterval is the wait the caller leaves between checks of an
+// operation: the configured interval, stretched so that all the operations
+// this process has running in the folder share its quota of checks.
+func (e *Engine) PollInterval() time.Duration { return e.checks.interval(e.now(), e.pollInterval) }
 
 // FirstCheck is the wait before the first check of a recording of the
 // given length: the time SpeechKit says recognition takes, at least a few
 // seconds.
+// A pause that a 429 asked for holds the first check back too.
 func (e *Engine) FirstCheck(d time.Duration) time.Duration {
+	return max(firstCheck(d), e.checks.paused(e.now()))
+}
+
+func firstCheck(d time.Duration) time.Duration {
 	if d <= 0 {
 		return minFirstCheck
 	}
@@ -288,6 +300,10 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	}
 	// Even an operation that is already done is answered as running: its
 	// results come from another request, which Check makes.
+	// Counted from now: the caller asks PollInterval next, and the share
+	// it gets must include this operation. The first check's own wait is
+	// FirstCheck's, so the submission names no wait of its own.
+	e.checks.running(op.ID, e.now(), e.pollInterval, e.FirstCheck(req.Duration))
 	return engine.Submission{OperationID: op.ID}, nil
 }
 
@@ -317,7 +333,7 @@ func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submissi
 	}
 	resp, body, err := e.http.Do(ctx, httpReq, stepOperation.String(), nil)
 	if err != nil {
-		return engine.Submission{}, err
+		return e.checkFailed(operationID, err)
 	}
 	op, perr := parseOperation(body)
 	if perr == nil && op.ID != operationID {
@@ -329,16 +345,38 @@ func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submissi
 	}
 	// The operation service may report a failure before done is set.
 	if op.Error != nil {
+		e.checks.finished(operationID)
 		return engine.Submission{}, e.operationError(op.Error)
 	}
 	if !op.Done {
-		return engine.Submission{OperationID: operationID}, nil
+		wait := e.checks.running(operationID, e.now(), e.pollInterval, 0)
+		return engine.Submission{OperationID: operationID, CheckAfter: wait}, nil
 	}
 	res, err := e.results(ctx, operationID)
 	if err != nil {
-		return engine.Submission{}, err
+		return e.checkFailed(operationID, err)
 	}
+	e.checks.finished(operationID)
 	return engine.Submission{Result: res}, nil
+}
+
+// checkFailed reads a failed check. A 429 is the quota speaking, not the
+// operation: the answer is "still running, check again after the wait it
+// asked for", which spends no attempt of the check step, and every other
+// check of the folder waits as long. An operation the service does not
+// know stops counting against the quota.
+func (e *Engine) checkFailed(operationID string, err error) (engine.Submission, error) {
+	ee, ok := engine.AsError(err)
+	switch {
+	case ok && ee.Status == http.StatusTooManyRequests:
+		now := e.now()
+		e.checks.pause(now, max(ee.RetryAfter, e.pollInterval))
+		wait := e.checks.running(operationID, now, e.pollInterval, ee.RetryAfter)
+		return engine.Submission{OperationID: operationID, CheckAfter: wait}, nil
+	case ok && ee.Status == http.StatusNotFound:
+		e.checks.finished(operationID)
+	}
+	return engine.Submission{}, err
 }
 
 // results fetches the stream of recognition messages of a done operation.
