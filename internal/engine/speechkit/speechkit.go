@@ -25,6 +25,7 @@
 package speechkit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -296,7 +297,7 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 		return engine.Submission{}, perr
 	}
 	if op.Error != nil {
-		return engine.Submission{}, e.operationError(op.Error)
+		return engine.Submission{}, e.operationError(op.Error, body, resp.Header.Get("Content-Type"))
 	}
 	// Even an operation that is already done is answered as running: its
 	// results come from another request, which Check makes.
@@ -346,7 +347,7 @@ func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submissi
 	// The operation service may report a failure before done is set.
 	if op.Error != nil {
 		e.checks.finished(operationID)
-		return engine.Submission{}, e.operationError(op.Error)
+		return engine.Submission{}, e.operationError(op.Error, body, resp.Header.Get("Content-Type"))
 	}
 	if !op.Done {
 		wait := e.checks.running(operationID, e.now(), e.pollInterval, 0)
@@ -398,7 +399,7 @@ func (e *Engine) results(ctx context.Context, operationID string) (*engine.Resul
 		if perr.Status == 0 {
 			perr.Status = resp.StatusCode
 		}
-		return nil, perr
+		return nil, perr.KeepRaw(body, rawType)
 	}
 	res.Raw, res.RawType = body, rawType
 	return res, nil
@@ -406,15 +407,18 @@ func (e *Engine) results(ctx context.Context, operationID string) (*engine.Resul
 
 // operationError turns the error of a finished operation into the caller's
 // verdict: SpeechKit accepted the audio and then could not recognise it.
-func (e *Engine) operationError(st *rpcStatus) error {
+// raw is the operation as the service described it, kept as the failure's
+// raw answer.
+func (e *Engine) operationError(st *rpcStatus, raw []byte, rawType string) error {
 	msg := "SpeechKit could not recognise the recording"
-	if name := codeName(st.Code); name != "" {
+	name := engine.GRPCCodeName(st.Code)
+	if name != "" {
 		msg += " (" + name + ")"
 	}
 	if detail := engine.Scrub(st.Message, e.secret, engine.MaxMessageRunes); detail != "" {
 		msg += ": " + detail
 	}
-	return &engine.Error{Kind: engine.OperationFailed, Message: msg}
+	return (&engine.Error{Kind: engine.OperationFailed, Message: msg, Code: name}).KeepRaw(raw, cmp.Or(rawType, "application/json"))
 }
 
 // languageCode maps the request's language onto the code SpeechKit takes:
@@ -560,15 +564,4 @@ func parseOperation(body []byte) (operation, *engine.Error) {
 func isObject(body []byte) bool {
 	t := strings.TrimLeft(string(body[:min(len(body), 64)]), " \t\r\n")
 	return strings.HasPrefix(t, "{")
-}
-
-// codeName names the google.rpc.Code values an operation error carries.
-func codeName(code int) string {
-	names := [...]string{"", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-		"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-		"OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
-	if code <= 0 || code >= len(names) {
-		return ""
-	}
-	return names[code]
 }

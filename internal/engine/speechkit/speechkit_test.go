@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -545,6 +546,20 @@ func TestOperationFails(t *testing.T) {
 		}
 		if checks != 3 || srv.Fetches() != 0 {
 			t.Errorf("checks = %d, fetches = %d; want 3, 0", checks, srv.Fetches())
+		}
+		// The operation as the service described it is the failure's raw
+		// answer, and its code a field of its own.
+		if ee.Code != "INVALID_ARGUMENT" {
+			t.Errorf("Code = %q; want INVALID_ARGUMENT", ee.Code)
+		}
+		var op struct {
+			ID    string `json:"id"`
+			Error struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(ee.Raw, &op); err != nil || op.ID != sub.OperationID || op.Error.Code != 3 || ee.RawType != "application/json" {
+			t.Errorf("Raw = %s (%s); want the failed operation %s", ee.Raw, ee.RawType, sub.OperationID)
 		}
 	})
 	t.Run("audio that does not decode", func(t *testing.T) {
