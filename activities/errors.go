@@ -14,9 +14,11 @@ import (
 )
 
 // verdict is a definitive failure: the workflow fails the job at once.
-func verdict(kind job.Kind, msg string) error {
+// detail, when given, is the FailureDetail the workflow puts on the job.
+func verdict(kind job.Kind, msg string, detail ...FailureDetail) error {
 	return temporal.NewApplicationErrorWithOptions(msg, string(kind), temporal.ApplicationErrorOptions{
 		NonRetryable: true,
+		Details:      detailsOf(detail),
 		// The interceptor logs every failure once at WARN; benign keeps the
 		// SDK from logging it again at ERROR.
 		Category: temporal.ApplicationErrorCategoryBenign,
@@ -47,10 +49,11 @@ func classify(ctx context.Context, call Call, err error) error {
 		return verdict(kind, in.Error())
 	}
 	if e, ok := engine.AsError(err); ok {
+		d := failureDetail(err, e)
 		if e.Kind.Verdict() {
-			return verdict(e.Kind, e.Error())
+			return verdict(e.Kind, e.Error(), d)
 		}
-		return retry(ctx, call, e.Kind, e.Error(), e.RetryAfter)
+		return retry(ctx, call, e.Kind, e.Error(), e.RetryAfter, d)
 	}
 	var ve verdictError
 	if errors.As(err, &ve) {
@@ -77,7 +80,7 @@ var errIntakeNotRunning = errors.New("the intake is not running here")
 
 // retry is a temporary failure. Its delay follows the job's back-off
 // schedule exactly, and never undercuts a wait the engine asked for.
-func retry(ctx context.Context, call Call, kind job.Kind, msg string, retryAfter time.Duration) error {
+func retry(ctx context.Context, call Call, kind job.Kind, msg string, retryAfter time.Duration, detail ...FailureDetail) error {
 	var delay time.Duration
 	if n := len(call.Backoff); n > 0 {
 		i := int(activity.GetInfo(ctx).Attempt) - 1
@@ -93,5 +96,6 @@ func retry(ctx context.Context, call Call, kind job.Kind, msg string, retryAfter
 	return temporal.NewApplicationErrorWithOptions(msg, string(kind), temporal.ApplicationErrorOptions{
 		NextRetryDelay: delay,
 		Category:       temporal.ApplicationErrorCategoryBenign,
+		Details:        detailsOf(detail),
 	})
 }

@@ -27,6 +27,10 @@ func (j *jobState) failure(ctx workflow.Context, err error) (job.Failure, bool) 
 	case errors.As(err, &appErr):
 		f.Kind, f.Message = job.Kind(appErr.Type()), appErr.Message()
 		dead = !(appErr.NonRetryable() || f.Kind.Verdict()) || f.Kind == job.Timeout
+		var d activities.FailureDetail
+		if appErr.HasDetails() && appErr.Details(&d) == nil {
+			f.Code, f.RawKey = d.Code, d.RawKey
+		}
 	case errors.As(err, &timeoutErr):
 		f.Kind = job.Timeout
 		f.Message = fmt.Sprintf("the step did not finish in time (%s timeout)", timeoutName(timeoutErr.TimeoutType()))

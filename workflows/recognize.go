@@ -168,7 +168,7 @@ func (j *jobState) recognizeChunks(ctx workflow.Context) error {
 	}
 	parts := make([]activities.MergePart, len(j.s.Chunks))
 	for i, c := range j.s.Chunks {
-		parts[i] = activities.MergePart{TranscriptKey: c.TranscriptKey, Offset: c.Offset}
+		parts[i] = activities.MergePart{TranscriptKey: c.TranscriptKey, Offset: c.Offset, RawKey: c.RawKey}
 	}
 	var rec activities.Recognition
 	err := workflow.ExecuteActivity(j.stepOptions(ctx, mergeTimeout, 0), a.MergeTranscripts, activities.MergeInput{

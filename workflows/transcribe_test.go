@@ -173,6 +173,26 @@ func (s *workflowSuite) Test_CheckAnswerStretchesTheNextWait() {
 	}
 }
 
+// Scenario: The provider's code and raw answer reach the job's failure
+func (s *workflowSuite) Test_FailureCarriesProviderCodeAndRawKey() {
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(activities.Recognition{},
+		temporal.NewApplicationErrorWithOptions("OpenAI refused the credentials: Incorrect API key provided", string(job.EngineUnauthorized),
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{activities.FailureDetail{Code: "invalid_api_key", RawKey: "jobs/j/raw-error-openai.json"}}})).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(nil).Once()
+	var parked Status
+	s.env.RegisterDelayedCallback(func() { parked = s.status() }, time.Hour)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	s.Equal(job.Failed, parked.State)
+	s.Require().NotNil(parked.Failure)
+	s.Equal(job.EngineUnauthorized, parked.Failure.Kind)
+	s.Equal("invalid_api_key", parked.Failure.Code)
+	s.Equal("jobs/j/raw-error-openai.json", parked.Failure.RawKey)
+	s.Equal("OpenAI refused the credentials: Incorrect API key provided", parked.Failure.Message, "the code is a field, the message unchanged")
+}
+
 // Scenario: A step that keeps failing makes the job dead after the last attempt
 func (s *workflowSuite) Test_ExhaustedAttemptsMakeJobDead() {
 	in := testInput()
