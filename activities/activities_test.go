@@ -412,6 +412,43 @@ func TestCheckStillRunningIsNotAFailure(t *testing.T) {
 	}
 }
 
+// Scenario: A check the engine refuses for now waits instead of failing
+func TestCheckRateLimitedIsAWait(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  *engine.Error
+		want time.Duration
+	}{
+		{"429 with Retry-After", &engine.Error{Kind: engine.Unavailable, Status: 429, RetryAfter: 90 * time.Second, Message: "slow down"}, 90 * time.Second},
+		{"429 without a hint", &engine.Error{Kind: engine.Unavailable, Status: 429, Message: "slow down"}, engine.DefaultPollInterval},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng := &fakeEngine{check: func(context.Context, string) (engine.Submission, error) { return engine.Submission{}, tc.err }}
+			f := newFixture(t, eng)
+			v, err := f.env.ExecuteActivity(f.acts.CheckRecognition, CheckInput{Call: schedule, Engine: "fake", OperationID: "op-7"})
+			if err != nil {
+				t.Fatalf("CheckRecognition: %v; want a running operation", err)
+			}
+			var out Recognition
+			if err := v.Get(&out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Done || out.OperationID != "op-7" || out.PollAfter < tc.want {
+				t.Errorf("recognition = %+v; want op-7 still running, checked again after at least %v", out, tc.want)
+			}
+		})
+	}
+	// A 503 is trouble, not a wait: it still spends an attempt.
+	eng := &fakeEngine{check: func(context.Context, string) (engine.Submission, error) {
+		return engine.Submission{}, &engine.Error{Kind: engine.Unavailable, Status: 503, Message: "down"}
+	}}
+	f := newFixture(t, eng)
+	_, err := f.env.ExecuteActivity(f.acts.CheckRecognition, CheckInput{Call: schedule, Engine: "fake", OperationID: "op-7"})
+	if appErr := appError(t, err); appErr.Type() != string(job.ServiceError) {
+		t.Errorf("503 on a check: kind %q; want %q", appErr.Type(), job.ServiceError)
+	}
+}
+
 // Scenario: Replies that cannot be delivered are recorded and do not fail
 func TestSendReply(t *testing.T) {
 	done := Reply{JobID: "tg-1-2", Source: job.SourceTelegram, State: job.Done, TranscriptKey: "jobs/tg-1-2/transcript.json"}

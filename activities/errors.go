@@ -14,9 +14,11 @@ import (
 )
 
 // verdict is a definitive failure: the workflow fails the job at once.
-func verdict(kind job.Kind, msg string) error {
+// detail, when given, is what the workflow puts on the job's failure.
+func verdict(kind job.Kind, msg string, detail ...FailureDetails) error {
 	return temporal.NewApplicationErrorWithOptions(msg, string(kind), temporal.ApplicationErrorOptions{
 		NonRetryable: true,
+		Details:      detailsOf(detail),
 		// The interceptor logs every failure once at WARN; benign keeps the
 		// SDK from logging it again at ERROR.
 		Category: temporal.ApplicationErrorCategoryBenign,
@@ -53,10 +55,11 @@ func kindOf(ctx context.Context, call Call, err error) error {
 		return verdict(kind, in.Error())
 	}
 	if e, ok := engine.AsError(err); ok {
+		d := failureDetail(err, e)
 		if e.Kind.Verdict() {
-			return verdict(e.Kind, e.Error())
+			return verdict(e.Kind, e.Error(), d)
 		}
-		return retry(ctx, call, e.Kind, e.Error(), e.RetryAfter)
+		return retry(ctx, call, e.Kind, e.Error(), e.RetryAfter, d)
 	}
 	var ve verdictError
 	if errors.As(err, &ve) {
@@ -78,25 +81,36 @@ func kindOf(ctx context.Context, call Call, err error) error {
 }
 
 // FailureDetails travel with a step's failure as its application error's
-// details, for the workflow to record what only the attempt knows.
+// details, for the workflow to record on the job's failure what only the
+// attempt knows. The raw answer itself stays in the blob store: it may
+// quote recognised text, and details end up in the history and the Web UI.
 type FailureDetails struct {
 	// Attempt is the attempt of the step that failed, from 1. Temporal
 	// counts a timed-out attempt too, but no details come back from it.
-	Attempt int `json:"attempt"`
+	Attempt int `json:"attempt,omitempty"`
+	// Code is the provider's own error code.
+	Code string `json:"code,omitempty"`
+	// RawKey is the key of the provider's raw answer in the blob store.
+	RawKey string `json:"raw_key,omitempty"`
 }
 
-// withAttempt adds the failed attempt to an application error. Errors
-// that already carry details keep them: details are positional, and only
-// their maker knows how to read them.
+// withAttempt adds the failed attempt to an application error's details,
+// beside what the step put there. Details another maker wrote are left as
+// they are: details are positional, and only their maker can read them.
 func withAttempt(ctx context.Context, err error) error {
 	appErr, ok := err.(*temporal.ApplicationError)
-	if !ok || appErr.HasDetails() || !activity.IsActivity(ctx) {
+	if !ok || !activity.IsActivity(ctx) {
 		return err
 	}
+	var d FailureDetails
+	if appErr.HasDetails() && appErr.Details(&d) != nil {
+		return err
+	}
+	d.Attempt = int(activity.GetInfo(ctx).Attempt)
 	return temporal.NewApplicationErrorWithOptions(appErr.Message(), appErr.Type(), temporal.ApplicationErrorOptions{
 		NonRetryable:   appErr.NonRetryable(),
 		Cause:          appErr.Unwrap(),
-		Details:        []any{FailureDetails{Attempt: int(activity.GetInfo(ctx).Attempt)}},
+		Details:        []any{d},
 		NextRetryDelay: appErr.NextRetryDelay(),
 		Category:       appErr.Category(),
 	})
@@ -108,7 +122,7 @@ func withAttempt(ctx context.Context, err error) error {
 func DetailsOf(err error) (FailureDetails, bool) {
 	var d FailureDetails
 	appErr, ok := err.(*temporal.ApplicationError)
-	if !ok || !appErr.HasDetails() || appErr.Details(&d) != nil || d.Attempt <= 0 {
+	if !ok || !appErr.HasDetails() || appErr.Details(&d) != nil || d == (FailureDetails{}) {
 		return FailureDetails{}, false
 	}
 	return d, true
@@ -120,7 +134,7 @@ var errIntakeNotRunning = errors.New("the intake is not running here")
 
 // retry is a temporary failure. Its delay follows the job's back-off
 // schedule exactly, and never undercuts a wait the engine asked for.
-func retry(ctx context.Context, call Call, kind job.Kind, msg string, retryAfter time.Duration) error {
+func retry(ctx context.Context, call Call, kind job.Kind, msg string, retryAfter time.Duration, detail ...FailureDetails) error {
 	var delay time.Duration
 	if n := len(call.Backoff); n > 0 {
 		i := int(activity.GetInfo(ctx).Attempt) - 1
@@ -136,5 +150,6 @@ func retry(ctx context.Context, call Call, kind job.Kind, msg string, retryAfter
 	return temporal.NewApplicationErrorWithOptions(msg, string(kind), temporal.ApplicationErrorOptions{
 		NextRetryDelay: delay,
 		Category:       temporal.ApplicationErrorCategoryBenign,
+		Details:        detailsOf(detail),
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"mime"
+	"net/http"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -90,7 +91,7 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	})
 	a.observe(in.Engine, start)
 	if err != nil {
-		return Recognition{}, err
+		return Recognition{}, a.keepRawError(ctx, in.Engine, err)
 	}
 	out, err := a.settle(ctx, rec, in.Engine, in.Duration, sub, in.Chunk)
 	if fc, ok := rec.(engine.FirstChecker); ok && err == nil && !out.Done {
@@ -114,8 +115,13 @@ func (a *Activities) check(ctx context.Context, in CheckInput) (Recognition, err
 	start := time.Now()
 	sub, err := rec.Check(ctx, in.OperationID)
 	a.observe(in.Engine, start)
+	if e, ok := engine.AsError(err); ok && e.Status == http.StatusTooManyRequests {
+		// The engine's rate limit, not the operation's fate: waiting is
+		// what it asks for, and a wait spends no attempt of the step.
+		sub, err = engine.Submission{OperationID: in.OperationID, CheckAfter: e.RetryAfter}, nil
+	}
 	if err != nil {
-		return Recognition{}, err
+		return Recognition{}, a.keepRawError(ctx, in.Engine, err)
 	}
 	if !sub.Done() && sub.OperationID == "" {
 		sub.OperationID = in.OperationID
@@ -139,7 +145,7 @@ func (a *Activities) settle(ctx context.Context, rec Recognizer, engineName stri
 		if p, ok := rec.(engine.Poller); ok && p.PollInterval() > 0 {
 			interval = p.PollInterval()
 		}
-		return Recognition{OperationID: sub.OperationID, PollAfter: interval}, nil
+		return Recognition{OperationID: sub.OperationID, PollAfter: max(interval, sub.CheckAfter)}, nil
 	}
 	res := *sub.Result
 	// The raw response is kept before anything is judged, so that a verdict
@@ -150,7 +156,7 @@ func (a *Activities) settle(ctx context.Context, rec Recognizer, engineName stri
 	}
 	doc := transcript.FromResult(engineName, duration, res)
 	if doc.Text == "" && !chunk {
-		return Recognition{}, verdict(job.NoSpeech, "no speech was recognised in the recording")
+		return Recognition{}, verdict(job.NoSpeech, "no speech was recognised in the recording", FailureDetails{RawKey: rawKey})
 	}
 	key, err := a.storeTranscript(ctx, doc)
 	if err != nil {
@@ -183,6 +189,22 @@ type MergeInput struct {
 type MergePart struct {
 	TranscriptKey string        `json:"transcript_key"`
 	Offset        time.Duration `json:"offset"`
+	// RawKey is the chunk's raw answer; empty in histories from before the
+	// merge listed them.
+	RawKey string `json:"raw_key,omitempty"`
+}
+
+// rawChunks is the raw answer of a chunked recognition: where each chunk's
+// own raw answer is, in order. The engine answered each chunk apart, and
+// one list keeps every answer reachable from the job's one raw key.
+type rawChunks struct {
+	Engine string     `json:"engine"`
+	Chunks []rawChunk `json:"chunks"`
+}
+
+type rawChunk struct {
+	OffsetSeconds float64 `json:"offset_seconds"`
+	RawKey        string  `json:"raw_key,omitempty"`
 }
 
 // MergeTranscripts joins the chunks' transcripts into the recording's, with
@@ -201,15 +223,42 @@ func (a *Activities) merge(ctx context.Context, in MergeInput) (Recognition, err
 		}
 		parts = append(parts, transcript.Part{Offset: p.Offset, Doc: doc})
 	}
+	rawKey, err := a.storeRawChunks(ctx, in)
+	if err != nil {
+		return Recognition{}, err
+	}
 	doc := transcript.Merge(in.Engine, in.Duration, parts)
 	if doc.Text == "" {
-		return Recognition{}, verdict(job.NoSpeech, "no speech was recognised in the recording")
+		return Recognition{}, verdict(job.NoSpeech, "no speech was recognised in the recording", FailureDetails{RawKey: rawKey})
 	}
 	key, err := a.storeTranscript(ctx, doc)
 	if err != nil {
 		return Recognition{}, err
 	}
-	return Recognition{Done: true, TranscriptKey: key, Language: doc.Language, Words: doc.Words()}, nil
+	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.Words()}, nil
+}
+
+// storeRawChunks stores the list of the chunks' raw answers; none when no
+// part names one.
+func (a *Activities) storeRawChunks(ctx context.Context, in MergeInput) (string, error) {
+	list := rawChunks{Engine: in.Engine, Chunks: make([]rawChunk, len(in.Parts))}
+	named := false
+	for i, p := range in.Parts {
+		list.Chunks[i] = rawChunk{OffsetSeconds: p.Offset.Seconds(), RawKey: p.RawKey}
+		named = named || p.RawKey != ""
+	}
+	if !named {
+		return "", nil
+	}
+	body, err := json.Marshal(list)
+	if err != nil {
+		return "", fmt.Errorf("encode raw chunk list: %w", err)
+	}
+	key := attemptKey(ctx, "raw-"+in.Engine+"-chunks.json")
+	if _, err := a.Blobs.Put(ctx, key, bytes.NewReader(body)); err != nil {
+		return "", fmt.Errorf("store raw chunk list: %w", err)
+	}
+	return key, nil
 }
 
 func rawExt(contentType string) string {

@@ -267,3 +267,42 @@ func (s *workflowSuite) Test_FallbackIsUsedOnce() {
 	s.Equal("local", parked.Engine)
 	s.Equal("openai", parked.FallbackFrom)
 }
+
+// Scenario: Each chunk keeps its raw answer and the job names the list of them
+func (s *workflowSuite) Test_ChunksKeepTheirRawAnswers() {
+	in := testInput()
+	in.Source, in.Recipient = job.SourceCLI, nil
+	// Retention keeps the closed run answering the status query.
+	in.Policy.Retain = 48 * time.Hour
+	rawOf := func(i int) string { return fmt.Sprintf("jobs/j/raw-%d.json", i) }
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(split, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RecognizeInput) (activities.Recognition, error) {
+			i := chunkIndex(in.AudioKey)
+			rec := chunkDone(i)
+			rec.RawKey = rawOf(i)
+			return rec, nil
+		}).Times(3)
+	withRaw := merged
+	withRaw.RawKey = "jobs/j/raw-chunks.json"
+	s.env.OnActivity(a.MergeTranscripts, mock.Anything, mock.MatchedBy(func(in activities.MergeInput) bool {
+		for i, p := range in.Parts {
+			if p.RawKey != rawOf(i) {
+				return false
+			}
+		}
+		return mergedInOrder(in)
+	})).Return(withRaw, nil).Once()
+	s.env.OnActivity(a.RemoveRecordings, mock.Anything, mock.Anything).Return(activities.RemoveOutput{}, nil).Once()
+	var st Status
+	s.env.RegisterDelayedCallback(func() { st = s.status() }, 24*time.Hour)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(job.Done, s.result().State)
+	s.Require().Len(st.Chunks, 3)
+	for i, c := range st.Chunks {
+		s.Equal(rawOf(i), c.RawKey, "chunk %d", i)
+	}
+	s.Equal(withRaw.RawKey, st.RawKey)
+}

@@ -31,6 +31,9 @@ func (j *jobState) failure(ctx workflow.Context, err error) (job.Failure, bool) 
 	case errors.As(err, &appErr):
 		f.Kind, f.Message = job.Kind(appErr.Type()), appErr.Message()
 		dead = !(appErr.NonRetryable() || f.Kind.Verdict()) || f.Kind == job.Timeout
+		if d, ok := activities.DetailsOf(appErr); ok {
+			f.Code, f.RawKey = d.Code, d.RawKey
+		}
 	}
 	f.Attempts = attemptsMade(err, j.s.Policy.MaxAttempts)
 	if j.failedChunk >= 0 {

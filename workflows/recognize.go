@@ -17,8 +17,8 @@ func (j *jobState) recognizeWhole(ctx workflow.Context) error {
 	return j.recognize(ctx, &j.s.Piece, false)
 }
 
-// recognize submits a piece of audio, then checks a running operation on
-// the engine's fixed interval until it finishes or its deadline passes.
+// recognize submits a piece of audio, then checks a running operation
+// after the wait each answer names until it finishes or its deadline passes.
 // Checks that find the operation still running are successes and spend no
 // attempt. The engine's steps run on its own task queue, whose workers take
 // no more of them at once than the engine's concurrency allows.
@@ -78,8 +78,21 @@ func (j *jobState) recognize(ctx workflow.Context, p *Piece, chunk bool) error {
 			p.recognized(rec)
 			return nil
 		}
+		// Only a running operation with a wait asks for the version, so
+		// histories recorded before it replay unchanged.
+		if rec.PollAfter > 0 && rec.PollAfter != p.PollInterval &&
+			workflow.GetVersion(ctx, pollAfterEachCheck, workflow.DefaultVersion, 1) >= 1 {
+			p.PollInterval = rec.PollAfter
+		}
 	}
 }
+
+// pollAfterEachCheck marks the change that makes each check's answer set
+// the wait before the next one: an engine stretches it to share a quota of
+// checks among its operations, or to honour the Retry-After of a check it
+// refused for now. Before it, the wait the submit answered held for the
+// whole operation.
+const pollAfterEachCheck = "poll-after-each-check"
 
 // awaits reports whether the job waits for the engine operation now.
 func (j *jobState) awaits(op string) bool {
@@ -155,7 +168,7 @@ func (j *jobState) recognizeChunks(ctx workflow.Context) error {
 	}
 	parts := make([]activities.MergePart, len(j.s.Chunks))
 	for i, c := range j.s.Chunks {
-		parts[i] = activities.MergePart{TranscriptKey: c.TranscriptKey, Offset: c.Offset}
+		parts[i] = activities.MergePart{TranscriptKey: c.TranscriptKey, Offset: c.Offset, RawKey: c.RawKey}
 	}
 	var rec activities.Recognition
 	err := workflow.ExecuteActivity(j.stepOptions(ctx, mergeTimeout, 0), a.MergeTranscripts, activities.MergeInput{

@@ -161,6 +161,54 @@ func (s *workflowSuite) Test_RunningOperationIsPolledOnFixedTimer() {
 	}
 }
 
+// Scenario: Each check's answer sets the wait before the next check
+func (s *workflowSuite) Test_CheckAnswerStretchesTheNextWait() {
+	// The engine asks for longer waits as it gets busier, then for a
+	// Retry-After it was refused for; each check honours the last answer.
+	waits := []time.Duration{15 * time.Second, 30 * time.Second, 90 * time.Second, 15 * time.Second}
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(
+		activities.Recognition{OperationID: "op-1", PollAfter: waits[0]}, nil).Once()
+	var checks []time.Time
+	s.env.OnActivity(a.CheckRecognition, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.CheckInput) (activities.Recognition, error) {
+			checks = append(checks, s.env.Now())
+			if len(checks) < len(waits) {
+				return activities.Recognition{OperationID: "op-1", PollAfter: waits[len(checks)]}, nil
+			}
+			return recognized, nil
+		}).Times(len(waits))
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	s.Equal(job.Done, s.result().State)
+	s.Require().Len(checks, len(waits))
+	for i := 1; i < len(checks); i++ {
+		s.Equal(waits[i], checks[i].Sub(checks[i-1]), "wait before check %d", i+1)
+	}
+}
+
+// Scenario: The provider's code and raw answer reach the job's failure
+func (s *workflowSuite) Test_FailureCarriesProviderCodeAndRawKey() {
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(activities.Recognition{},
+		temporal.NewApplicationErrorWithOptions("OpenAI refused the credentials: Incorrect API key provided", string(job.EngineUnauthorized),
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{activities.FailureDetails{Code: "invalid_api_key", RawKey: "jobs/j/raw-error-openai.json"}}})).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{}, nil).Once()
+	var parked Status
+	s.env.RegisterDelayedCallback(func() { parked = s.status() }, time.Hour)
+
+	s.env.ExecuteWorkflow(TranscribeRecording, testInput())
+
+	s.Equal(job.Failed, parked.State)
+	s.Require().NotNil(parked.Failure)
+	s.Equal(job.EngineUnauthorized, parked.Failure.Kind)
+	s.Equal("invalid_api_key", parked.Failure.Code)
+	s.Equal("jobs/j/raw-error-openai.json", parked.Failure.RawKey)
+	s.Equal("OpenAI refused the credentials: Incorrect API key provided", parked.Failure.Message, "the code is a field, the message unchanged")
+}
+
 // Scenario: Revive resumes a dead job at the step that stopped it
 func (s *workflowSuite) Test_ReviveResumesFromFailedStep() {
 	in := testInput()

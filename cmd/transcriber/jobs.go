@@ -176,6 +176,8 @@ func showJob(ctx context.Context, jobs *jobctl.Service, cfg config.Config, geten
 		if f.Attempts > 0 {
 			row("attempts", fmt.Sprint(f.Attempts))
 		}
+		row("error code", f.Code)
+		row("failure raw key", f.RawKey)
 	}
 	// A step that is retrying shows its attempt and last error, which the
 	// workflow itself does not see until the step gives up.
@@ -189,6 +191,7 @@ func showJob(ctx context.Context, jobs *jobctl.Service, cfg config.Config, geten
 	if st.TranscriptKey != "" {
 		row("transcript key", st.TranscriptKey)
 	}
+	row("raw key", st.RawKey)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -235,6 +236,16 @@ func TestDeadJobIsFoundAndRevived(t *testing.T) {
 	}
 	if got := engine.count() - before; got != 1 {
 		t.Errorf("engine requests for a 401 = %d; want exactly 1", got)
+	}
+	// The refusal keeps OpenAI's code as a field and its answer as received.
+	id401, _ := jobOf(t, r.stderr)
+	show = runCLI(t, u.client, "jobs", "show", id401)
+	rawKey := showField(show.stdout, "failure raw key")
+	if showField(show.stdout, "error code") != "invalid_api_key" || !strings.HasPrefix(rawKey, "jobs/") {
+		t.Errorf("jobs show of the refused job:\n%s", show.stdout)
+	} else if raw, err := os.ReadFile(filepath.Join(u.dataDir, "blobs", filepath.FromSlash(rawKey))); err != nil ||
+		!strings.Contains(string(raw), `"code":"invalid_api_key"`) {
+		t.Errorf("raw answer %s = %q, %v; want OpenAI's error body", rawKey, raw, err)
 	}
 
 	_, metrics := get(t, "http://"+u.http+"/metrics")

@@ -143,7 +143,7 @@ func (c *Client) statusError(resp *http.Response, body []byte, what string, now 
 	}
 	detail := ErrorDetail(body, code, c.Secret)
 	kind := ClassifyHTTP(code)
-	err := &Error{Kind: kind, Status: code}
+	err := (&Error{Kind: kind, Status: code, Code: ProviderCode(body, c.Secret)}).KeepRaw(body, resp.Header.Get("Content-Type"))
 	the, request := "", "request"
 	if what != "" {
 		the, request = " the "+what, what

@@ -146,3 +146,48 @@ func TestClientClassifiesAnswers(t *testing.T) {
 		}
 	}
 }
+
+// Scenario: An error answer keeps the provider's code and its raw body
+func TestClientKeepsTheErrorAnswer(t *testing.T) {
+	path, _ := audioFile(t, 1024)
+	huge := `{"error":{"message":"too much","code":"huge"},"pad":"` + strings.Repeat("x", 2*MaxRawError) + `"}`
+	for _, tc := range []struct {
+		name, body, wantCode string
+		status               int
+		wantRawLen           int
+	}{
+		{"openai 401", `{"error":{"message":"Incorrect API key provided: sk-secret","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`, "invalid_api_key", 401, -1},
+		{"openai type when the code is null", `{"error":{"message":"slow down","type":"rate_limit_error","code":null}}`, "rate_limit_error", 429, -1},
+		{"grpc gateway status", `{"code":16,"message":"The token is invalid","details":[]}`, "UNAUTHENTICATED", 401, -1},
+		{"code that echoes the secret", `{"error":{"code":"bad key sk-secret"}}`, "bad key [redacted]", 400, -1},
+		{"no code", `<html>bad gateway</html>`, "", 502, -1},
+		{"huge body is cut", huge, "huge", 500, MaxRawError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := uploadServer(t, tc.status, tc.body)
+			c := NewClient(nil, "the stand-in", "test")
+			c.Secret = "sk-secret"
+			up, err := OpenUpload(path, nil, nil, Raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, ok := AsError(send(t, c, srv.URL, up))
+			if !ok {
+				t.Fatal("got no engine error")
+			}
+			if e.Code != tc.wantCode {
+				t.Errorf("Code = %q; want %q", e.Code, tc.wantCode)
+			}
+			want := tc.body
+			if tc.wantRawLen >= 0 {
+				want = tc.body[:tc.wantRawLen]
+			}
+			if string(e.Raw) != want || e.RawType != "application/json" {
+				t.Errorf("Raw = %d bytes of %s; want the %d bytes of the answer", len(e.Raw), e.RawType, len(want))
+			}
+			if strings.Contains(e.Error(), string(e.Raw)) {
+				t.Errorf("the error's text carries the raw answer: %v", e)
+			}
+		})
+	}
+}

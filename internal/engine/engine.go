@@ -66,6 +66,10 @@ type Limits struct {
 type Submission struct {
 	OperationID string
 	Result      *Result
+	// CheckAfter, when set, is the least wait before the operation is
+	// checked again: the engine's share of a rate quota, or the
+	// Retry-After of a check it was refused for now.
+	CheckAfter time.Duration
 }
 
 // Done reports whether the submission carries a finished result.
@@ -106,7 +110,34 @@ type Error struct {
 	// Message is safe to show to the sender and to log: it never contains
 	// credentials or recognised text.
 	Message string
+	// Code is the provider's own name for the error ("invalid_api_key",
+	// "UNAUTHENTICATED"), scrubbed and bounded like Message; empty when
+	// it gave none.
+	Code string
+	// Raw is the provider's answer as received, at most MaxRawError bytes,
+	// kept for audits as a successful answer is. It is never logged or
+	// shown: an answer may quote recognised text. RawType is its media type.
+	Raw     []byte
+	RawType string
 	Err     error
+}
+
+// MaxRawError bounds the raw answer an Error keeps: an error body is small,
+// and one that is not says nothing more past its beginning.
+const MaxRawError = 64 << 10
+
+// KeepRaw records body as the raw answer of e, cut to MaxRawError, and
+// returns e. The body is copied: callers reuse their buffers.
+func (e *Error) KeepRaw(body []byte, mediaType string) *Error {
+	if len(body) == 0 {
+		return e
+	}
+	e.Raw = append([]byte(nil), body[:min(len(body), MaxRawError)]...)
+	e.RawType = mediaType
+	if e.RawType == "" {
+		e.RawType = "application/octet-stream"
+	}
+	return e
 }
 
 func (e *Error) Error() string {

@@ -59,6 +59,66 @@ func ProviderMessage(body []byte) string {
 	return ""
 }
 
+// maxCodeRunes bounds a provider's error code: codes are short names, and
+// anything longer is not one.
+const maxCodeRunes = 64
+
+// ProviderCode reads the error code from the shapes providers and their
+// gateways use: {"error": {"code": "invalid_api_key"}} (OpenAI, whose
+// type stands in when the code is null), a google.rpc.Status
+// {"code": 16, ...} at the top or under "error" (Yandex Cloud's gateway and
+// operations), named as gRPC names its codes, and {"code": "..."}. It is
+// scrubbed of secret and bounded; empty when the body names no code.
+func ProviderCode(body []byte, secret string) string {
+	var shape struct {
+		Error json.RawMessage `json:"error"`
+		Code  json.RawMessage `json:"code"`
+	}
+	if json.Unmarshal(body, &shape) != nil {
+		return ""
+	}
+	var inner struct {
+		Code json.RawMessage `json:"code"`
+		Type string          `json:"type"`
+	}
+	code := ""
+	if json.Unmarshal(shape.Error, &inner) == nil {
+		code = codeOf(inner.Code)
+		if code == "" {
+			code = inner.Type
+		}
+	}
+	if code == "" {
+		code = codeOf(shape.Code)
+	}
+	return Scrub(code, secret, maxCodeRunes)
+}
+
+// codeOf reads a code given as a string or as a google.rpc.Code number.
+func codeOf(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n int
+	if json.Unmarshal(raw, &n) == nil {
+		return GRPCCodeName(n)
+	}
+	return ""
+}
+
+// GRPCCodeName names a google.rpc.Code value, as Google's and Yandex
+// Cloud's APIs report errors; empty for OK and unknown values.
+func GRPCCodeName(code int) string {
+	names := [...]string{"", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+		"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+		"OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+	if code <= 0 || code >= len(names) {
+		return ""
+	}
+	return names[code]
+}
+
 // Scrub makes a provider's message safe to log and show: services echo
 // the key they refused, and a multi-line or huge message garbles logs. It
 // redacts secret, puts the text on one line and cuts it to maxRunes.

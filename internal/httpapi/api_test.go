@@ -636,18 +636,23 @@ func TestJobAndTranscript(t *testing.T) {
 	}
 }
 
+// Scenario: The job view shows the engine's error code and raw answer key
 func TestFailedJobView(t *testing.T) {
 	h := newHarness(t)
 	id := decode[acceptedBody](t, h.do(t, raw(ogg, "k2"))).ID
 	at := time.Now()
 	h.jobs.set(id, func(j *fakeJob) {
 		j.status.State = job.Dead
-		j.status.Failure = &job.Failure{Kind: job.ServiceError, Step: job.Transcribing, Message: "503 from the engine", Attempts: 5, At: at}
+		j.status.Failure = &job.Failure{Kind: job.ServiceError, Step: job.Transcribing, Message: "503 from the engine", Attempts: 5, At: at,
+			Code: "UNAVAILABLE", RawKey: "jobs/j/raw-error-speechkit.json"}
 	})
 	v := decode[jobView](t, h.do(t, authed(httptest.NewRequest(http.MethodGet, "/v1/jobs/"+id, nil))))
 	if v.State != job.Dead || v.Step != job.Transcribing || v.Attempts != 5 || v.Failure == nil ||
 		v.Failure.Kind != job.ServiceError || v.Failure.Message != "503 from the engine" || v.Progress != progressOf[job.Transcribing] {
 		t.Errorf("dead job = %+v (failure %+v)", v, v.Failure)
+	}
+	if v.Failure != nil && (v.Failure.Code != "UNAVAILABLE" || v.Failure.RawKey != "jobs/j/raw-error-speechkit.json") {
+		t.Errorf("failure code %q, raw key %q; want the engine's code and the raw answer's key", v.Failure.Code, v.Failure.RawKey)
 	}
 }
 

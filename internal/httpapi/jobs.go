@@ -249,6 +249,10 @@ type failureView struct {
 	Message  string    `json:"message"`
 	Attempts int       `json:"attempts,omitempty"`
 	At       time.Time `json:"at"`
+	// Code is the engine's own name for the error; RawKey the blob key of
+	// the answer it came in, for an operator with access to the store.
+	Code   string `json:"code,omitempty"`
+	RawKey string `json:"raw_key,omitempty"`
 }
 
 type originalView struct {
@@ -292,7 +296,7 @@ func viewOf(st workflows.Status, pending []jobctl.Pending) jobView {
 	if f := st.Failure; f != nil {
 		step = f.Step
 		v.Attempts = f.Attempts
-		v.Failure = &failureView{Kind: f.Kind, Step: f.Step, Message: f.Message, Attempts: f.Attempts, At: f.At}
+		v.Failure = &failureView{Kind: f.Kind, Step: f.Step, Message: f.Message, Attempts: f.Attempts, At: f.At, Code: f.Code, RawKey: f.RawKey}
 	}
 	if !st.State.Settled() || st.Failure != nil {
 		v.Step = step

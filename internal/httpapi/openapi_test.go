@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -65,4 +66,32 @@ func TestOpenAPIDocumentMatchesRouter(t *testing.T) {
 func newRequest(method, path string) *http.Request {
 	r, _ := http.NewRequest(method, "http://server"+path, nil)
 	return r
+}
+
+// Scenario: The OpenAPI document describes every field of a job's failure
+func TestOpenAPIFailureSchemaMatchesView(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	var documented, served []string
+	for name := range doc.Components.Schemas["Failure"].Properties {
+		documented = append(documented, name)
+	}
+	ft := reflect.TypeFor[failureView]()
+	for i := range ft.NumField() {
+		name, _, _ := strings.Cut(ft.Field(i).Tag.Get("json"), ",")
+		served = append(served, name)
+	}
+	slices.Sort(documented)
+	slices.Sort(served)
+	if !slices.Equal(documented, served) {
+		t.Errorf("Failure schema properties = %v; the view has %v", documented, served)
+	}
 }

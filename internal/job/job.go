@@ -56,6 +56,13 @@ type Failure struct {
 	// no attempt of a step failed (an engine operation's deadline).
 	Attempts int       `json:"attempts,omitempty"`
 	At       time.Time `json:"at"`
+	// Code is the provider's own name for the error, when an engine gave
+	// one ("invalid_api_key", "UNAUTHENTICATED").
+	Code string `json:"code,omitempty"`
+	// RawKey is the blob key of the engine's answer that the failure comes
+	// from (an error body, a failed operation, a result without speech), as
+	// received.
+	RawKey string `json:"raw_key,omitempty"`
 }
 
 // Recipient is where the reply of a job goes, in the terms of the intake

@@ -200,6 +200,9 @@ func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submissi
 	return e.submission(t, operationID, resp, body)
 }
 
+// maxCodeRunes bounds the error sentence that stands for a code.
+const maxCodeRunes = 120
+
 // submission turns a transcript's status into the caller's answer.
 func (e *Engine) submission(t transcript, id string, resp *http.Response, body []byte) (engine.Submission, error) {
 	switch t.Status {
@@ -214,12 +217,20 @@ func (e *Engine) submission(t transcript, id string, resp *http.Response, body [
 		return engine.Submission{Result: &res}, nil
 	case "error":
 		msg := "AssemblyAI could not transcribe the recording"
+		// AssemblyAI names a failed transcript's error only in words, one
+		// fixed sentence per cause, so the sentence is its code.
+		var code string
 		if t.Error != nil {
 			if detail := engine.Scrub(*t.Error, e.apiKey, engine.MaxMessageRunes); detail != "" {
 				msg += ": " + detail
+				code = engine.Scrub(*t.Error, e.apiKey, maxCodeRunes)
 			}
 		}
-		return engine.Submission{}, &engine.Error{Kind: engine.OperationFailed, Message: msg}
+		rawType := resp.Header.Get("Content-Type")
+		if rawType == "" {
+			rawType = "application/json"
+		}
+		return engine.Submission{}, (&engine.Error{Kind: engine.OperationFailed, Message: msg, Code: code}).KeepRaw(body, rawType)
 	}
 	return engine.Submission{}, &engine.Error{Kind: engine.Unavailable, Status: resp.StatusCode,
 		Message: fmt.Sprintf("malformed response: unknown transcript status %q", engine.Scrub(t.Status, e.apiKey, 40))}

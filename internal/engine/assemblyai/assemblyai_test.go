@@ -409,6 +409,14 @@ func TestOperationFails(t *testing.T) {
 	if checks != 4 {
 		t.Errorf("checks = %d; want 4", checks)
 	}
+	// The words are AssemblyAI's only name for the error, and the
+	// transcript it answered is kept as the failure's raw answer.
+	if want := "Transcoding failed. File does not appear to contain audio. key=[redacted]"; ee.Code != want {
+		t.Errorf("Code = %q; want %q", ee.Code, want)
+	}
+	if !strings.Contains(string(ee.Raw), `"status":"error"`) || !strings.Contains(string(ee.Raw), sub.OperationID) || ee.RawType == "" {
+		t.Errorf("Raw = %s (%s); want the errored transcript", ee.Raw, ee.RawType)
+	}
 }
 
 // Scenario: An AssemblyAI transcript that never finishes stays running

@@ -964,3 +964,26 @@ func TestPromptAndLimits(t *testing.T) {
 		t.Error("New accepted a negative upload limit")
 	}
 }
+
+// Scenario: An OpenAI error keeps its code and its raw answer
+func TestSubmitErrorKeepsCodeAndRaw(t *testing.T) {
+	body := openAIError("Incorrect API key provided: "+testKey+".", "invalid_request_error", "invalid_api_key")
+	srv := httptest.NewServer(reply(401, "application/json", body))
+	t.Cleanup(srv.Close)
+	e := newEngine(t, srv.URL, testKey)
+	path, _ := writeAudio(t, "a.wav", 64)
+	_, err := e.Submit(context.Background(), engine.Request{AudioPath: path})
+	ee, ok := engine.AsError(err)
+	if !ok {
+		t.Fatalf("error %v is not an engine error", err)
+	}
+	if ee.Code != "invalid_api_key" {
+		t.Errorf("Code = %q; want invalid_api_key", ee.Code)
+	}
+	if string(ee.Raw) != body || ee.RawType != "application/json" {
+		t.Errorf("Raw = %s (%s); want the answer as received", ee.Raw, ee.RawType)
+	}
+	if strings.Contains(err.Error(), testKey) {
+		t.Errorf("error %q quotes the key", err)
+	}
+}

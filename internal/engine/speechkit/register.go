@@ -30,7 +30,7 @@ var Registration = engine.Register(engine.Spec[Config]{
 			Usage: "SpeechKit recognition model, e.g. general or deferred-general",
 			Set:   engine.Text(func(c *Config) *string { return &c.Model })},
 		{Env: "SPEECHKIT_POLL_INTERVAL", Flag: "speechkit-poll-interval", Default: "15s",
-			Usage: "fixed wait between checks of a SpeechKit operation; 15s keeps ten jobs at once inside the hourly quota",
+			Usage: "least wait between checks of a SpeechKit operation, stretched to share the hourly quota among the operations running in the process",
 			Set:   engine.Duration(func(c *Config) *time.Duration { return &c.PollInterval })},
 	},
 	Validate:     validate,

@@ -2,6 +2,7 @@ package speechkit
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,7 +147,9 @@ func parseResults(body []byte, secret string) (*engine.Result, *engine.Error) {
 			return nil, &engine.Error{Kind: engine.Unavailable, Message: fmt.Sprintf("malformed response to the results request: message %d is not an object", i+1), Err: err}
 		}
 		if m.Error != nil {
-			return nil, streamFailure(m.Error, secret)
+			err := streamFailure(m.Error, secret)
+			err.Code = engine.GRPCCodeName(cmp.Or(m.Error.Code, m.Error.GRPCCode))
+			return nil, err
 		}
 		payload := m.Result
 		if len(payload) == 0 {
@@ -235,7 +238,7 @@ func streamFailure(se *streamError, secret string) *engine.Error {
 	}
 	msg := engine.Scrub(se.Message, secret, engine.MaxMessageRunes)
 	if msg == "" {
-		msg = strings.ToLower(strings.ReplaceAll(codeName(code), "_", " "))
+		msg = strings.ToLower(strings.ReplaceAll(engine.GRPCCodeName(code), "_", " "))
 	}
 	if msg == "" {
 		msg = "unknown error"

@@ -25,6 +25,7 @@
 package speechkit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,8 +59,9 @@ const (
 	// one is the binding figure). One operation checked every 15 s makes 240
 	// checks an hour, so ten recordings or chunks can be in recognition at
 	// once and stay under it (2,400), with room left for their ten result
-	// fetches. The wait before the first check (FirstCheck) lowers the count
-	// further.
+	// fetches; beyond ten, the shared budget (budget.go) stretches the
+	// interval. The wait before the first check (FirstCheck) lowers the
+	// count further.
 	DefaultPollInterval = 15 * time.Second
 
 	// MaxAudioBytes is the largest file one request carries: SpeechKit takes
@@ -129,6 +131,8 @@ type Engine struct {
 	pollInterval  time.Duration
 	http          *engine.Client
 	maxBytes      int64
+	checks        *budget
+	now           func() time.Time
 }
 
 // New checks the configuration. A nil client gets one without an overall
@@ -189,6 +193,8 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 		pollInterval:  poll,
 		http:          c,
 		maxBytes:      MaxAudioBytes,
+		checks:        sharedBudget(ops.String() + "\x00" + folder + "\x00" + secret),
+		now:           time.Now,
 	}, nil
 }
 
@@ -216,13 +222,20 @@ func (e *Engine) Name() string { return Name }
 // tenth of the size of WAV it puts four hours of audio in one request.
 func (e *Engine) Format() audio.Format { return audio.OggOpus16kMono }
 
-// PollInterval is the wait the caller leaves between checks of an operation.
-func (e *Engine) PollInterval() time.Duration { return e.pollInterval }
+// PollInterval is the wait the caller leaves between checks of an
+// operation: the configured interval, stretched so that all the operations
+// this process has running in the folder share its quota of checks.
+func (e *Engine) PollInterval() time.Duration { return e.checks.interval(e.now(), e.pollInterval) }
 
 // FirstCheck is the wait before the first check of a recording of the
 // given length: the time SpeechKit says recognition takes, at least a few
 // seconds.
+// A pause that a 429 asked for holds the first check back too.
 func (e *Engine) FirstCheck(d time.Duration) time.Duration {
+	return max(firstCheck(d), e.checks.paused(e.now()))
+}
+
+func firstCheck(d time.Duration) time.Duration {
 	if d <= 0 {
 		return minFirstCheck
 	}
@@ -284,10 +297,14 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 		return engine.Submission{}, perr
 	}
 	if op.Error != nil {
-		return engine.Submission{}, e.operationError(op.Error)
+		return engine.Submission{}, e.operationError(op.Error, body, resp.Header.Get("Content-Type"))
 	}
 	// Even an operation that is already done is answered as running: its
 	// results come from another request, which Check makes.
+	// Counted from now: the caller asks PollInterval next, and the share
+	// it gets must include this operation. The first check's own wait is
+	// FirstCheck's, so the submission names no wait of its own.
+	e.checks.running(op.ID, e.now(), e.pollInterval, e.FirstCheck(req.Duration))
 	return engine.Submission{OperationID: op.ID}, nil
 }
 
@@ -317,7 +334,7 @@ func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submissi
 	}
 	resp, body, err := e.http.Do(ctx, httpReq, stepOperation.String(), nil)
 	if err != nil {
-		return engine.Submission{}, err
+		return e.checkFailed(operationID, err)
 	}
 	op, perr := parseOperation(body)
 	if perr == nil && op.ID != operationID {
@@ -329,16 +346,38 @@ func (e *Engine) Check(ctx context.Context, operationID string) (engine.Submissi
 	}
 	// The operation service may report a failure before done is set.
 	if op.Error != nil {
-		return engine.Submission{}, e.operationError(op.Error)
+		e.checks.finished(operationID)
+		return engine.Submission{}, e.operationError(op.Error, body, resp.Header.Get("Content-Type"))
 	}
 	if !op.Done {
-		return engine.Submission{OperationID: operationID}, nil
+		wait := e.checks.running(operationID, e.now(), e.pollInterval, 0)
+		return engine.Submission{OperationID: operationID, CheckAfter: wait}, nil
 	}
 	res, err := e.results(ctx, operationID)
 	if err != nil {
-		return engine.Submission{}, err
+		return e.checkFailed(operationID, err)
 	}
+	e.checks.finished(operationID)
 	return engine.Submission{Result: res}, nil
+}
+
+// checkFailed reads a failed check. A 429 is the quota speaking, not the
+// operation: the answer is "still running, check again after the wait it
+// asked for", which spends no attempt of the check step, and every other
+// check of the folder waits as long. An operation the service does not
+// know stops counting against the quota.
+func (e *Engine) checkFailed(operationID string, err error) (engine.Submission, error) {
+	ee, ok := engine.AsError(err)
+	switch {
+	case ok && ee.Status == http.StatusTooManyRequests:
+		now := e.now()
+		e.checks.pause(now, max(ee.RetryAfter, e.pollInterval))
+		wait := e.checks.running(operationID, now, e.pollInterval, ee.RetryAfter)
+		return engine.Submission{OperationID: operationID, CheckAfter: wait}, nil
+	case ok && ee.Status == http.StatusNotFound:
+		e.checks.finished(operationID)
+	}
+	return engine.Submission{}, err
 }
 
 // results fetches the stream of recognition messages of a done operation.
@@ -360,7 +399,7 @@ func (e *Engine) results(ctx context.Context, operationID string) (*engine.Resul
 		if perr.Status == 0 {
 			perr.Status = resp.StatusCode
 		}
-		return nil, perr
+		return nil, perr.KeepRaw(body, rawType)
 	}
 	res.Raw, res.RawType = body, rawType
 	return res, nil
@@ -368,15 +407,18 @@ func (e *Engine) results(ctx context.Context, operationID string) (*engine.Resul
 
 // operationError turns the error of a finished operation into the caller's
 // verdict: SpeechKit accepted the audio and then could not recognise it.
-func (e *Engine) operationError(st *rpcStatus) error {
+// raw is the operation as the service described it, kept as the failure's
+// raw answer.
+func (e *Engine) operationError(st *rpcStatus, raw []byte, rawType string) error {
 	msg := "SpeechKit could not recognise the recording"
-	if name := codeName(st.Code); name != "" {
+	name := engine.GRPCCodeName(st.Code)
+	if name != "" {
 		msg += " (" + name + ")"
 	}
 	if detail := engine.Scrub(st.Message, e.secret, engine.MaxMessageRunes); detail != "" {
 		msg += ": " + detail
 	}
-	return &engine.Error{Kind: engine.OperationFailed, Message: msg}
+	return (&engine.Error{Kind: engine.OperationFailed, Message: msg, Code: name}).KeepRaw(raw, cmp.Or(rawType, "application/json"))
 }
 
 // languageCode maps the request's language onto the code SpeechKit takes:
@@ -522,15 +564,4 @@ func parseOperation(body []byte) (operation, *engine.Error) {
 func isObject(body []byte) bool {
 	t := strings.TrimLeft(string(body[:min(len(body), 64)]), " \t\r\n")
 	return strings.HasPrefix(t, "{")
-}
-
-// codeName names the google.rpc.Code values an operation error carries.
-func codeName(code int) string {
-	names := [...]string{"", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-		"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-		"OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
-	if code <= 0 || code >= len(names) {
-		return ""
-	}
-	return names[code]
 }

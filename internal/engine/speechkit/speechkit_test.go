@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -546,6 +547,20 @@ func TestOperationFails(t *testing.T) {
 		if checks != 3 || srv.Fetches() != 0 {
 			t.Errorf("checks = %d, fetches = %d; want 3, 0", checks, srv.Fetches())
 		}
+		// The operation as the service described it is the failure's raw
+		// answer, and its code a field of its own.
+		if ee.Code != "INVALID_ARGUMENT" {
+			t.Errorf("Code = %q; want INVALID_ARGUMENT", ee.Code)
+		}
+		var op struct {
+			ID    string `json:"id"`
+			Error struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(ee.Raw, &op); err != nil || op.ID != sub.OperationID || op.Error.Code != 3 || ee.RawType != "application/json" {
+			t.Errorf("Raw = %s (%s); want the failed operation %s", ee.Raw, ee.RawType, sub.OperationID)
+		}
 	})
 	t.Run("audio that does not decode", func(t *testing.T) {
 		srv := newStandIn(t)
@@ -649,7 +664,6 @@ func TestErrors(t *testing.T) {
 		{name: "413", fail: &fail{recognize, status(8, "request too large"), "", 413}, wantKind: engine.Rejected, wantStatus: 413, wantInMsg: "request too large", wantRequests: 1},
 		{name: "429 with Retry-After", fail: &fail{recognize, status(8, "Quota exceeded"), "7", 429}, wantKind: engine.Unavailable, wantStatus: 429, wantRetry: 7 * time.Second, wantInMsg: "Quota exceeded", wantRequests: 1},
 		{name: "429 with RetryInfo", fail: &fail{recognize, `{"code":8,"message":"Too many requests","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"42s"}]}`, "", 429}, wantKind: engine.Unavailable, wantStatus: 429, wantRetry: 42 * time.Second, wantInMsg: "Too many requests", wantRequests: 1},
-		{name: "429 on check, HTTP date", at: 1, fail: &fail{ops, status(8, "status check quota"), "DATE", 429}, wantKind: engine.Unavailable, wantStatus: 429, wantRetry: 30 * time.Second, retryWithin: 2 * time.Second, wantInMsg: "status check quota", wantRequests: 2},
 		{name: "500 html", fail: &fail{recognize, "<html>oops</html>", "", 500}, wantKind: engine.Unavailable, wantStatus: 500, wantInMsg: "internal server error", wantRequests: 1},
 		{name: "503 on results", at: 2, fail: &fail{results, status(14, "Service unavailable"), "", 503}, wantKind: engine.Unavailable, wantStatus: 503, wantInMsg: "cannot serve the results request now: Service unavailable", wantRequests: 3},
 		{name: "502 on check", at: 1, fail: &fail{ops, "bad gateway", "", 502}, wantKind: engine.Unavailable, wantStatus: 502, wantInMsg: "bad gateway", wantRequests: 2},
