@@ -42,11 +42,17 @@ type result struct {
 
 func runCLI(t testing.TB, getenv func(string) string, args ...string) result {
 	t.Helper()
+	return runCLIWithStdin(t, getenv, strings.NewReader(""), args...)
+}
+
+// runCLIWithStdin runs the command with stdin as its standard input.
+func runCLIWithStdin(t testing.TB, getenv func(string) string, stdin io.Reader, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	err := run(ctx, args, getenv, &stdout, &stderr)
+	err := run(ctx, args, getenv, stdin, &stdout, &stderr)
 	r := result{stdout: stdout.String(), code: exitCode(err, &stderr), took: time.Since(start)}
 	r.stderr = stderr.String()
 	return r
@@ -230,7 +236,7 @@ func startUpWith(t *testing.T, dataDir, httpAddr, uiAddr, temporalPort string, e
 	u.client = env(append(pairs, "TEMPORAL_ADDRESS", "127.0.0.1:"+u.temporal)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"up"}, u.getenv, io.Discard, u.logs) }()
+	go func() { done <- run(ctx, []string{"up"}, u.getenv, nil, io.Discard, u.logs) }()
 	var once sync.Once
 	u.stop = func() {
 		once.Do(func() {

@@ -16,7 +16,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	os.Exit(exitCode(err, os.Stderr))
 }
 
@@ -52,7 +52,7 @@ func usageError(format string, args ...any) error {
 
 type command struct {
 	name, summary string
-	run           func(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error
+	run           func(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error
 }
 
 func commands() []command {
@@ -67,17 +67,17 @@ func commands() []command {
 	}
 }
 
-func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
-			return run(ctx, []string{args[1], "--help"}, env, stdout, stderr)
+			return run(ctx, []string{args[1], "--help"}, env, stdin, stdout, stderr)
 		}
 		printUsage(stdout)
 		return nil
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(ctx, args[1:], env, stdout, stderr)
+			return c.run(ctx, args[1:], env, stdin, stdout, stderr)
 		}
 	}
 	printUsage(stderr)

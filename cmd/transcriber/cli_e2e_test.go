@@ -1,0 +1,150 @@
+package main
+
+// End-to-end tests of the command line as people use it: standard input,
+// output files, help and version.
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/transcriber/transcriber/internal/testaudio"
+)
+
+// Scenario: A recording piped to standard input is transcribed
+func TestTranscribeStdin(t *testing.T) {
+	requireSpeechTools(t)
+	note, err := os.ReadFile(testaudio.VoiceNote(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLIWithStdin(t, env(), bytes.NewReader(note), "transcribe", "-")
+	if r.code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if got := strings.TrimSpace(r.stdout); got != testaudio.GoForwardText {
+		t.Errorf("transcript = %q; want %q", got, testaudio.GoForwardText)
+	}
+
+	// Scenario: The job of standard input is named stdin
+	t.Run("named stdin", func(t *testing.T) {
+		u := startUp(t, t.TempDir())
+		r := runCLIWithStdin(t, u.client, bytes.NewReader(note), "transcribe", "-")
+		if r.code != 0 {
+			t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
+		}
+		list := runCLI(t, u.client, "jobs", "list")
+		id := ""
+		for _, line := range strings.Split(list.stdout, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "cli-") {
+				id = f[0]
+			}
+		}
+		show := runCLI(t, u.client, "jobs", "show", id)
+		if !strings.Contains(show.stdout, "stdin") {
+			t.Errorf("jobs show %s does not name the original stdin:\n%s", id, show.stdout)
+		}
+	})
+
+	// Scenario: An empty standard input is refused and nothing is submitted
+	t.Run("empty", func(t *testing.T) {
+		r := runCLIWithStdin(t, env(), strings.NewReader(""), "transcribe", "-")
+		if r.code == 0 {
+			t.Fatalf("exit code 0 for an empty stdin; stdout %q", r.stdout)
+		}
+		for _, w := range []string{"stdin", "empty_audio", "nothing was submitted"} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+			}
+		}
+	})
+
+	t.Run("given twice", func(t *testing.T) {
+		r := runCLIWithStdin(t, env(), bytes.NewReader(note), "transcribe", "-", "-")
+		if r.code != 2 || !strings.Contains(r.stderr, "more than once") {
+			t.Errorf("- - : code %d; want 2; stderr:\n%s", r.code, r.stderr)
+		}
+	})
+}
+
+// Scenario: Transcripts are written to files in several formats at once
+func TestTranscribeOutputDir(t *testing.T) {
+	requireSpeechTools(t)
+	in := t.TempDir()
+	note := testaudio.VoiceNote(t, in)
+	wav := filepath.Join(in, "talk.wav")
+	testaudio.FFmpeg(t, "-i", note, wav)
+	out := filepath.Join(t.TempDir(), "out")
+	r := runCLI(t, env(), "transcribe", "--output-dir", out, "--format", "srt,txt", note, wav)
+	if r.code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout = %q; want nothing when writing files", r.stdout)
+	}
+	for _, name := range []string{"voice.srt", "voice.txt", "talk.srt", "talk.txt"} {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if !strings.Contains(string(b), testaudio.GoForwardText) {
+			t.Errorf("%s = %q; want the transcript", name, b)
+		}
+		if strings.HasSuffix(name, ".srt") && !strings.Contains(string(b), " --> ") {
+			t.Errorf("%s is not SubRip:\n%s", name, b)
+		}
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil || len(entries) != 4 {
+		t.Errorf("output dir holds %d entries (%v); want the 4 transcripts", len(entries), err)
+	}
+
+	// Scenario: An existing transcript file is not overwritten without --force
+	t.Run("no overwrite", func(t *testing.T) {
+		txt := filepath.Join(out, "voice.txt")
+		if err := os.WriteFile(txt, []byte("my own notes\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := runCLI(t, env(), "transcribe", "-o", out, note)
+		if r.code == 0 || !strings.Contains(r.stderr, txt) || !strings.Contains(r.stderr, "--force") ||
+			!strings.Contains(r.stderr, "nothing was submitted") {
+			t.Errorf("code %d; want a refusal naming %s and --force; stderr:\n%s", r.code, txt, r.stderr)
+		}
+		if b, _ := os.ReadFile(txt); string(b) != "my own notes\n" {
+			t.Errorf("voice.txt = %q; want it untouched", b)
+		}
+		r = runCLI(t, env(), "transcribe", "-o", out, "--force", note)
+		if r.code != 0 {
+			t.Fatalf("--force: exit code %d; stderr:\n%s", r.code, r.stderr)
+		}
+		if b, _ := os.ReadFile(txt); strings.TrimSpace(string(b)) != testaudio.GoForwardText {
+			t.Errorf("voice.txt after --force = %q; want the transcript", b)
+		}
+	})
+
+	// Scenario: Two inputs with the same name into one directory are refused
+	t.Run("same name", func(t *testing.T) {
+		other := filepath.Join(t.TempDir(), "voice.mp3")
+		testaudio.FFmpeg(t, "-i", note, other)
+		dir := filepath.Join(t.TempDir(), "clash")
+		r := runCLI(t, env(), "transcribe", "-o", dir, note, other)
+		if r.code == 0 || !strings.Contains(r.stderr, note) || !strings.Contains(r.stderr, other) {
+			t.Errorf("code %d; want a refusal naming both inputs; stderr:\n%s", r.code, r.stderr)
+		}
+	})
+
+	// Scenario: Several formats go to standard output under headers
+	t.Run("several formats to stdout", func(t *testing.T) {
+		r := runCLI(t, env(), "transcribe", "--format", "txt,vtt", note)
+		if r.code != 0 {
+			t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
+		}
+		i, j := strings.Index(r.stdout, "==> "+note+" [txt] <=="), strings.Index(r.stdout, "==> "+note+" [vtt] <==")
+		if i < 0 || j < i || !strings.Contains(r.stdout[i:j], testaudio.GoForwardText) || !strings.Contains(r.stdout[j:], "WEBVTT") {
+			t.Errorf("output:\n%s", r.stdout)
+		}
+	})
+}
