@@ -112,12 +112,17 @@ func TestTranscribeFormats(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
 	}
-	var doc transcript.Document
+	var doc transcript.JSONDocument
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 		t.Fatalf("json output: %v\n%s", err, r.stdout)
 	}
 	if doc.Text != testaudio.GoForwardText || doc.Engine != "local" || len(doc.Segments) == 0 || doc.Segments[0].End <= doc.Segments[0].Start {
 		t.Errorf("document = %+v", doc)
+	}
+	// goforward.raw lasts about 2.8 s: a duration in seconds, beside
+	// segment times in seconds.
+	if last := doc.Segments[len(doc.Segments)-1].End; doc.Duration < 2 || doc.Duration > 4 || last > doc.Duration+0.1 {
+		t.Errorf("duration = %v; want about 2.8 seconds, at least the last segment's end %v", doc.Duration, last)
 	}
 	for format, want := range map[string]string{"srt": "00:00:0", "vtt": "WEBVTT"} {
 		r := runCLI(t, env(), "transcribe", "--format", format, note)
