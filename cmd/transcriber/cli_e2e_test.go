@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -147,4 +148,39 @@ func TestTranscribeOutputDir(t *testing.T) {
 			t.Errorf("output:\n%s", r.stdout)
 		}
 	})
+}
+
+// Scenario: The version names the build and the Temporal versions it embeds
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r := runCLI(t, env(), args...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "transcriber ") {
+			t.Fatalf("%v: code %d, output:\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		// The test binary embeds the versions go.mod pins.
+		for _, w := range []string{"go1.", "temporal server     v1.", "temporal sdk        v1.", "temporal ui-server  v2."} {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("%v lacks %q:\n%s", args, w, r.stdout)
+			}
+		}
+	}
+	var b strings.Builder
+	writeVersion(&b, &debug.BuildInfo{
+		Main: debug.Module{Path: "github.com/transcriber/transcriber", Version: "v1.4.0"},
+		Deps: []*debug.Module{{Path: "go.temporal.io/server", Version: "v1.32.0"}, {Path: "go.temporal.io/sdk", Version: "v1.50.0"}},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "3a5a2b0e"}, {Key: "vcs.time", Value: "2026-12-01T10:00:00Z"}, {Key: "vcs.modified", Value: "true"},
+		},
+	})
+	for _, w := range []string{"transcriber v1.4.0\n", "commit              3a5a2b0e (with uncommitted changes)", "commit time         2026-12-01T10:00:00Z",
+		"temporal server     v1.32.0", "temporal sdk        v1.50.0", "temporal ui-server  unknown"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("version of a stamped build lacks %q:\n%s", w, b.String())
+		}
+	}
+	b.Reset()
+	writeVersion(&b, &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}})
+	if !strings.HasPrefix(b.String(), "transcriber devel\n") || strings.Contains(b.String(), "commit") {
+		t.Errorf("version of an unstamped build:\n%s", b.String())
+	}
 }

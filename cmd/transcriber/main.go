@@ -64,6 +64,7 @@ func commands() []command {
 		{"api", "serve the HTTP job API alone against an existing Temporal server", runAPI},
 		{"transcribe", "transcribe files and print the transcripts", runTranscribe},
 		{"jobs", "list, show, revive and cancel jobs", runJobs},
+		{"version", "print the version and the Temporal versions it embeds", runVersion},
 	}
 }
 
@@ -74,6 +75,9 @@ func run(ctx context.Context, args []string, env func(string) string, stdin io.R
 		}
 		printUsage(stdout)
 		return nil
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return runVersion(ctx, args[1:], env, stdin, stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
