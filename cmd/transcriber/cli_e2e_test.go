@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -183,4 +184,45 @@ func TestVersion(t *testing.T) {
 	if !strings.HasPrefix(b.String(), "transcriber devel\n") || strings.Contains(b.String(), "commit") {
 		t.Errorf("version of an unstamped build:\n%s", b.String())
 	}
+}
+
+// Scenario: transcribe's help shows its own flags and the few settings a person needs
+func TestHelpTranscribeIsFocused(t *testing.T) {
+	r := runCLI(t, env(), "transcribe", "--help")
+	if r.code != 0 {
+		t.Fatalf("code %d:\n%s", r.code, r.stderr)
+	}
+	var flags []string
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if f, ok := strings.CutPrefix(line, "  -"); ok {
+			flags = append(flags, strings.Fields(f)[0])
+		}
+	}
+	if len(flags) > 20 {
+		t.Errorf("transcribe --help shows %d flags; want at most 20: %v", len(flags), flags)
+	}
+	for _, want := range []string{"format", "language", "output-dir", "o", "force", "quiet", "engine", "temporal-address", "temporal-namespace", "data-dir"} {
+		if !slices.Contains(flags, want) {
+			t.Errorf("transcribe --help lacks -%s: %v", want, flags)
+		}
+	}
+	if slices.Contains(flags, "telegram-api-endpoint") || !strings.Contains(r.stderr, "transcriber help settings") {
+		t.Errorf("transcribe --help shows server settings or does not point at help settings:\n%s", r.stderr)
+	}
+
+	// Scenario: Every setting is listed once by help settings and parses on every command
+	t.Run("settings", func(t *testing.T) {
+		r := runCLI(t, env(), "help", "settings")
+		for _, want := range []string{"TEMPORAL_ADDRESS, --temporal-address", "TELEGRAM_API_ENDPOINT, --telegram-api-endpoint", "TEMPORAL_API_KEY\n", `(default "default")`} {
+			if r.code != 0 || !strings.Contains(r.stdout, want) {
+				t.Errorf("help settings lacks %q: code %d\n%s", want, r.code, r.stdout)
+			}
+		}
+		// A setting transcribe's help leaves out still parses there: the
+		// run goes as far as the file, which is missing.
+		r = runCLI(t, env(), "transcribe", "--telegram-api-endpoint", "http://127.0.0.1:1", "--max-attempts", "3", "missing.wav")
+		if r.code != 1 || !strings.Contains(r.stderr, "missing.wav") || strings.Contains(r.stderr, "not defined") {
+			t.Errorf("hidden settings on transcribe: code %d; want 1 for the missing file; stderr:\n%s", r.code, r.stderr)
+		}
+	})
 }

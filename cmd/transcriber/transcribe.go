@@ -31,6 +31,10 @@ private in-memory Temporal server and worker inside this process; with it,
 the jobs go to that cluster (whose workers must see the same data dir).
 Exits non-zero, naming the state and the reason, when a job fails or dies.`
 
+// transcribeSettings are the shared settings that transcribe's help shows:
+// where the jobs go and what recognises them.
+var transcribeSettings = []string{"temporal-address", "temporal-namespace", "data-dir", "engine", "log-level"}
+
 func runTranscribe(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cfg, err := config.Load(env)
 	if err != nil {
@@ -45,6 +49,7 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	fs.StringVar(&outDir, "o", "", "short for --output-dir")
 	force := fs.Bool("force", false, "overwrite transcript files that exist in the output dir")
 	quiet := fs.Bool("quiet", false, "print nothing on standard error but errors")
+	focusHelp(fs, transcribeUsage, stderr, transcribeSettings...)
 	if err := loadConfig(fs, &cfg, args); err != nil {
 		return err
 	}
