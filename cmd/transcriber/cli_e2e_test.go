@@ -226,3 +226,25 @@ func TestHelpTranscribeIsFocused(t *testing.T) {
 		}
 	})
 }
+
+// Scenario: Progress goes to standard error and the transcript alone to standard output
+func TestTranscribeProgress(t *testing.T) {
+	requireSpeechTools(t)
+	note := testaudio.VoiceNote(t, t.TempDir())
+	r := runCLI(t, env(), "transcribe", note)
+	if r.code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if got := strings.TrimSpace(r.stdout); got != testaudio.GoForwardText {
+		t.Errorf("stdout = %q; want the transcript alone", r.stdout)
+	}
+	// Standard error is not a terminal here: one plain line per state.
+	i, j := strings.Index(r.stderr, note+": transcribing, "), strings.Index(r.stderr, note+": done, ")
+	if i < 0 || j < i || strings.Count(r.stderr, note+": transcribing") != 1 || strings.Contains(r.stderr, "\r") {
+		t.Errorf("stderr:\n%q\nwant one plain line per state, transcribing before done", r.stderr)
+	}
+	r = runCLI(t, env(), "transcribe", "--quiet", note)
+	if r.code != 0 || r.stderr != "" || strings.TrimSpace(r.stdout) != testaudio.GoForwardText {
+		t.Errorf("--quiet: code %d, stdout %q, stderr %q; want the transcript and nothing on stderr", r.code, r.stdout, r.stderr)
+	}
+}

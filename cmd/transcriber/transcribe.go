@@ -48,7 +48,7 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	fs.StringVar(&outDir, "output-dir", "", "write each transcript to DIR/<name>.<format> instead of standard output")
 	fs.StringVar(&outDir, "o", "", "short for --output-dir")
 	force := fs.Bool("force", false, "overwrite transcript files that exist in the output dir")
-	quiet := fs.Bool("quiet", false, "print nothing on standard error but errors")
+	quiet := fs.Bool("quiet", false, "print no progress on standard error, only errors")
 	focusHelp(fs, transcribeUsage, stderr, transcribeSettings...)
 	if err := loadConfig(fs, &cfg, args); err != nil {
 		return err
@@ -175,8 +175,9 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	}
 	var failed []string
 	headers := len(inputs) > 1 || len(formats) > 1
+	prog := newProgress(stderr, *quiet)
 	for i, in := range inputs {
-		st, err := awaitSettled(ctx, jobs, ids[i], stderr)
+		st, err := awaitShowing(ctx, jobs, ids[i], in.label, prog, stderr)
 		if err != nil && ctx.Err() != nil && mode == embedEphemeral {
 			return &exitError{code: 130, msg: "interrupted; nothing was kept"}
 		}
@@ -453,9 +454,18 @@ func safeExt(name string) string {
 // awaitSettled waits for the job to be done, failed, dead or cancelled,
 // saying once when no worker answers for it for a while.
 func awaitSettled(ctx context.Context, jobs *jobctl.Service, id string, stderr io.Writer) (workflows.Status, error) {
-	st, err := jobs.Await(ctx, id, func(err error) {
+	return awaitShowing(ctx, jobs, id, id, newProgress(io.Discard, true), stderr)
+}
+
+// awaitShowing is awaitSettled that shows the job's progress on prog as
+// the file named label.
+func awaitShowing(ctx context.Context, jobs *jobctl.Service, id, label string, prog *progress, stderr io.Writer) (workflows.Status, error) {
+	prog.begin()
+	defer prog.end()
+	st, err := jobs.AwaitReporting(ctx, id, func(err error) {
+		prog.end()
 		fmt.Fprintf(stderr, "transcriber: job %s: no worker answers yet (%v); still waiting\n", id, err)
-	})
+	}, func(st workflows.Status) { prog.show(label, st) })
 	if err != nil && ctx.Err() != nil {
 		return st, fmt.Errorf("stopped waiting for job %s (state %s); it goes on", id, st.State)
 	}
