@@ -118,4 +118,3 @@ func clock(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d:%02d", s/60, s%60)
 }
-
