@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
 	"github.com/transcriber/transcriber/internal/job"
@@ -70,6 +72,11 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	inputs, err := namedInputs(fs.Args())
 	if err != nil {
 		return usageError("%v", err)
+	}
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) && slices.ContainsFunc(inputs, func(in input) bool { return in.stdin }) {
+		// Nobody types a recording, and a read from a terminal would
+		// outlast Ctrl-C, which the run catches to stop cleanly.
+		return usageError("- reads a recording from standard input, which is a terminal here; pipe one in: cat voice.ogg | transcriber transcribe -")
 	}
 	// Unreadable and empty files are refused before anything starts, so
 	// nothing is created for them.
@@ -336,8 +343,12 @@ func planOutputs(dir string, inputs []input, formats []string, force bool) (outp
 			}
 		}
 	}
-	if len(exist) > 0 {
-		return nil, fmt.Errorf("%s already exists; nothing was submitted (--force overwrites)", strings.Join(exist, ", "))
+	switch len(exist) {
+	case 0:
+	case 1:
+		return nil, fmt.Errorf("%s already exists; nothing was submitted (--force overwrites it)", exist[0])
+	default:
+		return nil, fmt.Errorf("%s already exist; nothing was submitted (--force overwrites them)", strings.Join(exist, ", "))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("--output-dir: %w", err)
