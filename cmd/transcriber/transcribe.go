@@ -28,10 +28,12 @@ const transcribeUsage = `Usage: transcriber transcribe [flags] FILE...
 
 Transcribes each FILE (any audio or video ffmpeg reads; - reads standard
 input) and prints the transcripts to standard output, in order, or with
---output-dir writes DIR/<name>.<format> for each. Without TEMPORAL_ADDRESS it runs a
-private in-memory Temporal server and worker inside this process; with it,
-the jobs go to that cluster (whose workers must see the same data dir).
-Exits non-zero, naming the state and the reason, when a job fails or dies.`
+--output-dir writes DIR/<name>.<format> for each. Progress goes to
+standard error. Without TEMPORAL_ADDRESS it runs a private in-memory
+Temporal server and worker inside this process; with it, the jobs go to
+that cluster (whose workers must see the same data dir), with the engine
+and retry policy this command's settings name. Exits non-zero, naming the
+state and the reason, when a job fails or dies.`
 
 // transcribeSettings are the shared settings that transcribe's help shows:
 // where the jobs go and what recognises them.
@@ -364,7 +366,7 @@ func writeTranscript(path string, doc transcript.Document, format string, force 
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }() // gone once renamed or linked
+	defer func() { _ = os.Remove(tmp.Name()) }() // after a link the temporary name remains; after a rename this finds nothing
 	err = transcript.Render(tmp, doc, format)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
