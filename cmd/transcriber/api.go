@@ -13,7 +13,7 @@ import (
 	"github.com/transcriber/transcriber/internal/jobctl"
 )
 
-func runAPI(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+func runAPI(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return serve(ctx, args, env, stderr, role{name: "api", mode: dialLocal, api: true}, `Usage: transcriber api [flags]
 
 Serves the HTTP job API alone against the Temporal server at

@@ -396,7 +396,7 @@ func startAPIRole(t *testing.T, u *upInstance, extra ...string) (string, *syncBu
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"api"}, getenv, io.Discard, logs) }()
+	go func() { done <- run(ctx, []string{"api"}, getenv, nil, io.Discard, logs) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -55,7 +55,7 @@ func BenchmarkChunkedWER(b *testing.B) {
 		if r.code != 0 {
 			b.Fatalf("transcribe (chunks %s) exited %d\n%s", chunk, r.code, r.stderr)
 		}
-		var doc transcript.Document
+		var doc transcript.JSONDocument
 		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 			b.Fatal(err)
 		}

@@ -111,7 +111,7 @@ func flacSeconds(b []byte) (float64, error) {
 
 // run transcribes path at the given concurrency and returns the transcript
 // and how long the engine was busy, from first request to last answer.
-func (s *chunkServer) run(t testing.TB, path string, concurrency int) (transcript.Document, time.Duration, int) {
+func (s *chunkServer) run(t testing.TB, path string, concurrency int) (transcript.JSONDocument, time.Duration, int) {
 	t.Helper()
 	s.mu.Lock()
 	s.maxInFlight, s.sizes, s.first, s.problems = 0, nil, time.Time{}, nil
@@ -125,7 +125,7 @@ func (s *chunkServer) run(t testing.TB, path string, concurrency int) (transcrip
 	if r.code != 0 {
 		t.Fatalf("transcribe at concurrency %d exited %d\n%s", concurrency, r.code, r.stderr)
 	}
-	var doc transcript.Document
+	var doc transcript.JSONDocument
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 		t.Fatalf("transcript is not JSON: %v\n%s", err, r.stdout)
 	}
@@ -170,7 +170,7 @@ func TestLongRecordingIsChunkedWithinLimits(t *testing.T) {
 // checkMerged checks that the chunks' segments follow each other without
 // gap or overlap from the start to the end of the recording, which holds
 // only when every chunk was placed at its own offset, in order.
-func checkMerged(t *testing.T, doc transcript.Document, chunks int) {
+func checkMerged(t *testing.T, doc transcript.JSONDocument, chunks int) {
 	t.Helper()
 	if len(doc.Segments) != chunks {
 		t.Fatalf("merged transcript has %d segments; want one per chunk (%d)", len(doc.Segments), chunks)
@@ -185,8 +185,8 @@ func checkMerged(t *testing.T, doc transcript.Document, chunks int) {
 		}
 		at = s.End
 	}
-	if d := at - doc.Duration.Seconds(); d < -0.05 || d > 0.05 {
-		t.Errorf("segments end at %.3fs; the recording lasts %v", at, doc.Duration)
+	if d := at - doc.Duration; d < -0.05 || d > 0.05 {
+		t.Errorf("segments end at %.3fs; the recording lasts %.3fs", at, doc.Duration)
 	}
 }
 

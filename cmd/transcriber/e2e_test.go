@@ -42,11 +42,17 @@ type result struct {
 
 func runCLI(t testing.TB, getenv func(string) string, args ...string) result {
 	t.Helper()
+	return runCLIWithStdin(t, getenv, strings.NewReader(""), args...)
+}
+
+// runCLIWithStdin runs the command with stdin as its standard input.
+func runCLIWithStdin(t testing.TB, getenv func(string) string, stdin io.Reader, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	err := run(ctx, args, getenv, &stdout, &stderr)
+	err := run(ctx, args, getenv, stdin, &stdout, &stderr)
 	r := result{stdout: stdout.String(), code: exitCode(err, &stderr), took: time.Since(start)}
 	r.stderr = stderr.String()
 	return r
@@ -106,12 +112,17 @@ func TestTranscribeFormats(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", r.code, r.stderr)
 	}
-	var doc transcript.Document
+	var doc transcript.JSONDocument
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 		t.Fatalf("json output: %v\n%s", err, r.stdout)
 	}
 	if doc.Text != testaudio.GoForwardText || doc.Engine != "local" || len(doc.Segments) == 0 || doc.Segments[0].End <= doc.Segments[0].Start {
 		t.Errorf("document = %+v", doc)
+	}
+	// goforward.raw lasts about 2.8 s: a duration in seconds, beside
+	// segment times in seconds.
+	if last := doc.Segments[len(doc.Segments)-1].End; doc.Duration < 2 || doc.Duration > 4 || last > doc.Duration+0.1 {
+		t.Errorf("duration = %v; want about 2.8 seconds, at least the last segment's end %v", doc.Duration, last)
 	}
 	for format, want := range map[string]string{"srt": "00:00:0", "vtt": "WEBVTT"} {
 		r := runCLI(t, env(), "transcribe", "--format", format, note)
@@ -230,7 +241,7 @@ func startUpWith(t *testing.T, dataDir, httpAddr, uiAddr, temporalPort string, e
 	u.client = env(append(pairs, "TEMPORAL_ADDRESS", "127.0.0.1:"+u.temporal)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"up"}, u.getenv, io.Discard, u.logs) }()
+	go func() { done <- run(ctx, []string{"up"}, u.getenv, nil, io.Discard, u.logs) }()
 	var once sync.Once
 	u.stop = func() {
 		once.Do(func() {

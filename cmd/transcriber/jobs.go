@@ -33,7 +33,7 @@ Operator commands over the jobs of TEMPORAL_ADDRESS (default: the
 The same is possible in the Temporal Web UI (search TranscriptionState="dead",
 signal "revive") and with the temporal CLI.`
 
-func runJobs(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+func runJobs(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stderr, jobsUsage)
 		if len(args) == 0 {

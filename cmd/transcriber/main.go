@@ -10,13 +10,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"syscall"
+
+	"github.com/transcriber/transcriber/internal/config"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	os.Exit(exitCode(err, os.Stderr))
 }
 
@@ -52,7 +56,7 @@ func usageError(format string, args ...any) error {
 
 type command struct {
 	name, summary string
-	run           func(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error
+	run           func(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error
 }
 
 func commands() []command {
@@ -64,20 +68,28 @@ func commands() []command {
 		{"api", "serve the HTTP job API alone against an existing Temporal server", runAPI},
 		{"transcribe", "transcribe files and print the transcripts", runTranscribe},
 		{"jobs", "list, show, revive and cancel jobs", runJobs},
+		{"version", "print the version and the Temporal versions it embeds", runVersion},
 	}
 }
 
-func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 && args[1] == "settings" {
+			printSettings(stdout)
+			return nil
+		}
 		if len(args) > 1 {
-			return run(ctx, []string{args[1], "--help"}, env, stdout, stderr)
+			return run(ctx, []string{args[1], "--help"}, env, stdin, stdout, stderr)
 		}
 		printUsage(stdout)
 		return nil
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return runVersion(ctx, args[1:], env, stdin, stdout, stderr)
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(ctx, args[1:], env, stdout, stderr)
+			return c.run(ctx, args[1:], env, stdin, stdout, stderr)
 		}
 	}
 	printUsage(stderr)
@@ -97,9 +109,63 @@ Commands:
 		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
-Run "transcriber <command> --help" for a command's flags. Every flag has an
-environment variable of the same meaning; the flag wins.
+Run "transcriber <command> --help" for a command's flags, and
+"transcriber help settings" for the settings every command takes, each an
+environment variable and a flag of the same meaning; the flag wins.
 `)
+}
+
+// printSettings lists every setting once, with its variable, flag, default
+// and meaning; the commands' help shows only the few each needs most.
+func printSettings(w io.Writer) {
+	fmt.Fprint(w, `Settings: every command takes each of them, as an environment variable or
+as the flag (which wins). Variables marked "environment only" hold secrets
+and have no flag, so they never show in process lists.
+
+`)
+	for _, s := range config.Settings() {
+		env, fl, def, usage := s[0], s[1], s[2], s[3]
+		if def == "" {
+			def = "unset"
+		} else {
+			def = strconv.Quote(def)
+		}
+		if fl == "" {
+			fmt.Fprintf(w, "  %s\n", env)
+		} else {
+			fmt.Fprintf(w, "  %s, %s\n", env, fl)
+		}
+		fmt.Fprintf(w, "      %s (default %s)\n", usage, def)
+	}
+}
+
+// focusHelp makes fs's help show the command's own flags, then only the
+// shared settings named in shown. The other settings still parse; they
+// are listed once by "transcriber help settings", so that a command that a
+// person runs by hand is not buried under the server's fifty settings.
+func focusHelp(fs *flag.FlagSet, usage string, stderr io.Writer, shown ...string) {
+	fs.Usage = func() {
+		own, settings := flag.NewFlagSet("", flag.ContinueOnError), flag.NewFlagSet("", flag.ContinueOnError)
+		fs.VisitAll(func(f *flag.Flag) {
+			into := own
+			if config.IsSettingFlag(f.Name) {
+				if !slices.Contains(shown, f.Name) {
+					return
+				}
+				into = settings
+			}
+			into.Var(f.Value, f.Name, f.Usage)
+			// Var takes the default from the value now, which parsing
+			// may have changed.
+			into.Lookup(f.Name).DefValue = f.DefValue
+		})
+		fmt.Fprintf(stderr, "%s\n\nFlags:\n", usage)
+		own.SetOutput(stderr)
+		own.PrintDefaults()
+		fmt.Fprint(stderr, "\nSettings (also environment variables; every other setting, such as the\nengines' own, is listed by \"transcriber help settings\" and works here too):\n")
+		settings.SetOutput(stderr)
+		settings.PrintDefaults()
+	}
 }
 
 // newFlagSet returns a flag set that prints its usage to stderr and returns

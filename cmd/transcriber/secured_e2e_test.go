@@ -169,7 +169,7 @@ func startRole(t *testing.T, getenv func(string) string, httpAddr string, role s
 	ctx, cancel := context.WithCancel(context.Background())
 	logs = &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{role}, getenv, io.Discard, logs) }()
+	go func() { done <- run(ctx, []string{role}, getenv, nil, io.Discard, logs) }()
 	stop = func() {
 		cancel()
 		select {

@@ -53,7 +53,7 @@ func TestUpStopsWhenAPartFails(t *testing.T) {
 		"TRANSCRIBER_TEMPORAL_PORT", strconv.Itoa(freePort(t)),
 		"TELEGRAM_BOT_TOKEN", "123:revoked",
 		"TELEGRAM_API_ENDPOINT", telegram.URL,
-	), &syncBuffer{}, logs)
+	), nil, &syncBuffer{}, logs)
 	if err == nil || !strings.Contains(err.Error(), "telegram intake") || !strings.Contains(err.Error(), "TELEGRAM_BOT_TOKEN") {
 		t.Fatalf("up = %v; want the bot's error\n%s", err, logs.String())
 	}

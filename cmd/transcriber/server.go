@@ -7,7 +7,7 @@ import (
 	"github.com/transcriber/transcriber/internal/config"
 )
 
-func runServer(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+func runServer(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cfg, err := config.Load(env)
 	if err != nil {
 		return &exitError{code: 2, msg: "configuration: " + err.Error()}

@@ -28,7 +28,7 @@ func TestServerListensOnConfiguredHost(t *testing.T) {
 	logs := &syncBuffer{}
 	go func() {
 		done <- run(ctx, []string{"server"}, env("TRANSCRIBER_DATA_DIR", t.TempDir(), "TRANSCRIBER_UI_ADDR", "off",
-			"TRANSCRIBER_TEMPORAL_HOST", host, "TRANSCRIBER_TEMPORAL_PORT", port), io.Discard, logs)
+			"TRANSCRIBER_TEMPORAL_HOST", host, "TRANSCRIBER_TEMPORAL_PORT", port), nil, io.Discard, logs)
 	}()
 	defer func() {
 		cancel()

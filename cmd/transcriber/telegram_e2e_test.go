@@ -359,7 +359,7 @@ func TestTelegramBotRole(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		getenv := env(append(append(common, "TRANSCRIBER_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", freePort(t))), extra...)...)
-		go func() { done <- run(ctx, []string{name}, getenv, io.Discard, logs) }()
+		go func() { done <- run(ctx, []string{name}, getenv, nil, io.Discard, logs) }()
 		t.Cleanup(func() {
 			cancel()
 			if err := <-done; err != nil {

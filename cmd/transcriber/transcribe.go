@@ -10,8 +10,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
@@ -23,21 +26,34 @@ import (
 
 const transcribeUsage = `Usage: transcriber transcribe [flags] FILE...
 
-Transcribes each FILE (any audio or video ffmpeg reads) and prints the
-transcripts to standard output, in order. Without TEMPORAL_ADDRESS it runs a
-private in-memory Temporal server and worker inside this process; with it,
-the jobs go to that cluster (whose workers must see the same data dir).
-Exits non-zero, naming the state and the reason, when a job fails or dies.`
+Transcribes each FILE (any audio or video ffmpeg reads; - reads standard
+input) and prints the transcripts to standard output, in order, or with
+--output-dir writes DIR/<name>.<format> for each. Progress goes to
+standard error. Without TEMPORAL_ADDRESS it runs a private in-memory
+Temporal server and worker inside this process; with it, the jobs go to
+that cluster (whose workers must see the same data dir), with the engine
+and retry policy this command's settings name. Exits non-zero, naming the
+state and the reason, when a job fails or dies.`
 
-func runTranscribe(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+// transcribeSettings are the shared settings that transcribe's help shows:
+// where the jobs go and what recognises them.
+var transcribeSettings = []string{"temporal-address", "temporal-namespace", "data-dir", "engine", "log-level"}
+
+func runTranscribe(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cfg, err := config.Load(env)
 	if err != nil {
 		return &exitError{code: 2, msg: "configuration: " + err.Error()}
 	}
 	fs := newFlagSet("transcribe", transcribeUsage, stderr)
 	cfg.RegisterFlags(fs)
-	format := fs.String("format", "txt", "output format: "+strings.Join(transcript.Formats, ", "))
+	format := fs.String("format", "txt", "output formats, comma-separated: "+strings.Join(transcript.Formats, ", "))
 	language := fs.String("language", "", "language of the speech, e.g. en or ru; empty lets the engine decide")
+	var outDir string
+	fs.StringVar(&outDir, "output-dir", "", "write each transcript to DIR/<name>.<format> instead of standard output")
+	fs.StringVar(&outDir, "o", "", "short for --output-dir")
+	force := fs.Bool("force", false, "overwrite transcript files that exist in the output dir")
+	quiet := fs.Bool("quiet", false, "print no progress on standard error, only errors")
+	focusHelp(fs, transcribeUsage, stderr, transcribeSettings...)
 	if err := loadConfig(fs, &cfg, args); err != nil {
 		return err
 	}
@@ -47,20 +63,53 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 			named = cfg.Engine
 		}
 	})
-	files := fs.Args()
-	if len(files) == 0 {
+	if len(fs.Args()) == 0 {
 		fs.Usage()
-		return usageError("give at least one FILE")
+		return usageError("give at least one FILE, or - for standard input")
 	}
-	if !validFormat(*format) {
-		return usageError("--format %q: want one of %s", *format, strings.Join(transcript.Formats, ", "))
+	formats, err := parseFormats(*format)
+	if err != nil {
+		return usageError("--format: %v", err)
+	}
+	inputs, err := namedInputs(fs.Args())
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) && slices.ContainsFunc(inputs, func(in input) bool { return in.stdin }) {
+		// Nobody types a recording, and a read from a terminal would
+		// outlast Ctrl-C, which the run catches to stop cleanly.
+		return usageError("- reads a recording from standard input, which is a terminal here; pipe one in: cat voice.ogg | transcriber transcribe -")
 	}
 	// Unreadable and empty files are refused before anything starts, so
 	// nothing is created for them.
-	for _, f := range files {
-		if err := checkInput(f); err != nil {
+	for _, in := range inputs {
+		if in.stdin {
+			continue
+		}
+		if err := checkInput(in.path); err != nil {
 			return &exitError{code: 1, msg: err.Error()}
 		}
+	}
+	var outs outputs
+	if outDir != "" {
+		// Every file that would be written is known now, so a clash ends
+		// the run before any work is spent on it.
+		if outs, err = planOutputs(outDir, inputs, formats, *force); err != nil {
+			return &exitError{code: 1, msg: err.Error()}
+		}
+	}
+	for i, in := range inputs {
+		if !in.stdin {
+			continue
+		}
+		path, err := spoolStdin(stdin)
+		if path != "" {
+			defer func() { _ = os.Remove(path) }() // a temporary copy
+		}
+		if err != nil {
+			return &exitError{code: 1, msg: err.Error()}
+		}
+		inputs[i].path = path
 	}
 
 	logger := newLogger(cfg, stderr)
@@ -125,28 +174,30 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	}
 
 	jobs := conn.jobs(cfg)
-	ids := make([]string, len(files))
-	for i, f := range files {
-		id, err := submitFile(ctx, jobs, blobs, cfg, f, named, *language)
+	ids := make([]string, len(inputs))
+	for i, in := range inputs {
+		id, err := submitFile(ctx, jobs, blobs, cfg, in, named, *language)
 		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+			return fmt.Errorf("%s: %w", in.label, err)
 		}
 		ids[i] = id
 	}
 	var failed []string
-	for i, f := range files {
-		st, err := awaitSettled(ctx, jobs, ids[i], stderr)
+	headers := len(inputs) > 1 || len(formats) > 1
+	prog := newProgress(stderr, *quiet)
+	for i, in := range inputs {
+		st, err := awaitShowing(ctx, jobs, ids[i], in.label, prog, stderr)
 		if err != nil && ctx.Err() != nil && mode == embedEphemeral {
 			return &exitError{code: 130, msg: "interrupted; nothing was kept"}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if len(files) > 1 {
-			fmt.Fprintf(stdout, "==> %s <==\n", f)
+			return fmt.Errorf("%s: %w", in.label, err)
 		}
 		if st.State != job.Done {
-			msg := fmt.Sprintf("%s: job %s is %s", f, st.JobID, st.State)
+			if outs == nil && len(inputs) > 1 {
+				fmt.Fprintf(stdout, "==> %s <==\n", in.label)
+			}
+			msg := fmt.Sprintf("%s: job %s is %s", in.label, st.JobID, st.State)
 			if st.Failure != nil {
 				msg += fmt.Sprintf(" (%s at %s): %s", st.Failure.Kind, st.Failure.Step, st.Failure.Message)
 			}
@@ -158,15 +209,180 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 				}
 			}
 			fmt.Fprintln(stderr, "transcriber:", msg)
-			failed = append(failed, f)
+			failed = append(failed, in.label)
 			continue
 		}
-		if err := printTranscript(ctx, stdout, blobs, st.TranscriptKey, *format); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+		doc, err := transcript.Load(ctx, blobs, st.TranscriptKey)
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.label, err)
+		}
+		for _, f := range formats {
+			if outs != nil {
+				path := outs[i][f]
+				if err := writeTranscript(path, doc, f, *force); err != nil {
+					return fmt.Errorf("%s: %w", in.label, err)
+				}
+				if !*quiet {
+					fmt.Fprintf(stderr, "transcriber: %s: wrote %s\n", in.label, path)
+				}
+				continue
+			}
+			if headers {
+				if len(formats) > 1 {
+					fmt.Fprintf(stdout, "==> %s [%s] <==\n", in.label, f)
+				} else {
+					fmt.Fprintf(stdout, "==> %s <==\n", in.label)
+				}
+			}
+			if err := transcript.Render(stdout, doc, f); err != nil {
+				return fmt.Errorf("%s: %w", in.label, err)
+			}
 		}
 	}
 	if len(failed) > 0 {
 		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// input is one recording named on the command line.
+type input struct {
+	// label names it in messages and headers: the argument, or stdin.
+	label string
+	// path is where its bytes are: the file, or standard input's copy.
+	path  string
+	stdin bool
+	// name is the original's name in the job; stem that of its output
+	// files.
+	name, stem string
+}
+
+// stdinName is what a recording read from standard input is called, in
+// the job and in output file names.
+const stdinName = "stdin"
+
+func namedInputs(args []string) ([]input, error) {
+	var out []input
+	seenStdin := false
+	for _, a := range args {
+		if a == "-" {
+			if seenStdin {
+				return nil, errors.New("- is given more than once; standard input can be read only once")
+			}
+			seenStdin = true
+			out = append(out, input{label: stdinName, stdin: true, name: stdinName, stem: stdinName})
+			continue
+		}
+		base := filepath.Base(a)
+		out = append(out, input{label: a, path: a, name: base, stem: strings.TrimSuffix(base, filepath.Ext(base))})
+	}
+	return out, nil
+}
+
+// spoolStdin copies standard input to a temporary file, because ffmpeg
+// seeks in some containers and a pipe cannot seek. The caller removes the
+// file whenever path is not empty.
+func spoolStdin(stdin io.Reader) (path string, err error) {
+	f, err := os.CreateTemp("", "transcriber-stdin-*")
+	if err != nil {
+		return "", fmt.Errorf("stdin: keep a copy: %w", err)
+	}
+	n, err := io.Copy(f, stdin)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return f.Name(), fmt.Errorf("stdin: read: %w", err)
+	}
+	if n == 0 {
+		return f.Name(), fmt.Errorf("%s: %s: standard input gave no bytes; nothing was submitted", stdinName, job.EmptyAudio)
+	}
+	return f.Name(), nil
+}
+
+// parseFormats reads a comma-separated list of formats, each once, in the
+// order given.
+func parseFormats(v string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if !validFormat(f) {
+			return nil, fmt.Errorf("%q: want one or more of %s, comma-separated", f, strings.Join(transcript.Formats, ", "))
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// outputs are the files each input's transcript goes to, by format.
+type outputs []map[string]string
+
+// planOutputs names every file the run will write and refuses the run when
+// two inputs would write the same file or, without force, when a file is
+// there already. It creates dir, so that a directory that cannot be made
+// is also found before any work is done.
+func planOutputs(dir string, inputs []input, formats []string, force bool) (outputs, error) {
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("--output-dir %s: not a directory", dir)
+	}
+	byStem := map[string]string{}
+	outs := make(outputs, len(inputs))
+	var exist []string
+	for i, in := range inputs {
+		if prev, ok := byStem[in.stem]; ok {
+			return nil, fmt.Errorf("%s and %s would both be written as %s.*; transcribe them into different directories",
+				prev, in.label, filepath.Join(dir, in.stem))
+		}
+		byStem[in.stem] = in.label
+		outs[i] = map[string]string{}
+		for _, f := range formats {
+			path := filepath.Join(dir, in.stem+"."+f)
+			outs[i][f] = path
+			if _, err := os.Lstat(path); err == nil && !force {
+				exist = append(exist, path)
+			}
+		}
+	}
+	switch len(exist) {
+	case 0:
+	case 1:
+		return nil, fmt.Errorf("%s already exists; nothing was submitted (--force overwrites it)", exist[0])
+	default:
+		return nil, fmt.Errorf("%s already exist; nothing was submitted (--force overwrites them)", strings.Join(exist, ", "))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("--output-dir: %w", err)
+	}
+	return outs, nil
+}
+
+// writeTranscript writes the rendering whole or not at all: a run stopped
+// midway leaves no truncated subtitle file behind, and without force a file
+// that appeared since the run began is still not overwritten.
+func writeTranscript(path string, doc transcript.Document, format string, force bool) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }() // after a link the temporary name remains; after a rename this finds nothing
+	err = transcript.Render(tmp, doc, format)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		if force {
+			err = os.Rename(tmp.Name(), path)
+		} else {
+			err = os.Link(tmp.Name(), path)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
@@ -196,8 +412,8 @@ func checkInput(path string) error {
 
 // submitFile keeps the recording in the blob store, then starts its job.
 // The store comes first: a job never refers to bytes that are not kept.
-func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg config.Config, path, named, language string) (string, error) {
-	f, err := os.Open(path)
+func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg config.Config, in input, named, language string) (string, error) {
+	f, err := os.Open(in.path)
 	if err != nil {
 		return "", err
 	}
@@ -211,14 +427,14 @@ func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return "", err
 	}
-	key := blob.JobKey(id, "original"+safeExt(path))
+	key := blob.JobKey(id, "original"+safeExt(in.name))
 	size, err := blobs.Put(ctx, key, f)
 	if err != nil {
 		return "", err
 	}
-	in := workflows.Input{
+	req := workflows.Input{
 		Source:     job.SourceCLI,
-		Original:   workflows.Original{Key: key, Name: filepath.Base(path), Size: size},
+		Original:   workflows.Original{Key: key, Name: in.name, Size: size},
 		Engine:     engine,
 		Fallback:   fallback,
 		Language:   language,
@@ -227,7 +443,7 @@ func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg
 	}
 	// The same file submitted while its job runs joins that job; once the
 	// job has closed, submitting it again starts afresh.
-	if _, err := jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, Policy: jobctl.JoinRunning}); err != nil {
+	if _, err := jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: req, Policy: jobctl.JoinRunning}); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -251,19 +467,20 @@ func safeExt(name string) string {
 // awaitSettled waits for the job to be done, failed, dead or cancelled,
 // saying once when no worker answers for it for a while.
 func awaitSettled(ctx context.Context, jobs *jobctl.Service, id string, stderr io.Writer) (workflows.Status, error) {
-	st, err := jobs.Await(ctx, id, func(err error) {
+	return awaitShowing(ctx, jobs, id, id, newProgress(io.Discard, true), stderr)
+}
+
+// awaitShowing is awaitSettled that shows the job's progress on prog as
+// the file named label.
+func awaitShowing(ctx context.Context, jobs *jobctl.Service, id, label string, prog *progress, stderr io.Writer) (workflows.Status, error) {
+	prog.begin()
+	defer prog.end()
+	st, err := jobs.AwaitReporting(ctx, id, func(err error) {
+		prog.end()
 		fmt.Fprintf(stderr, "transcriber: job %s: no worker answers yet (%v); still waiting\n", id, err)
-	})
+	}, func(st workflows.Status) { prog.show(label, st) })
 	if err != nil && ctx.Err() != nil {
 		return st, fmt.Errorf("stopped waiting for job %s (state %s); it goes on", id, st.State)
 	}
 	return st, err
-}
-
-func printTranscript(ctx context.Context, w io.Writer, blobs blob.Store, key, format string) error {
-	doc, err := transcript.Load(ctx, blobs, key)
-	if err != nil {
-		return err
-	}
-	return transcript.Render(w, doc, format)
 }

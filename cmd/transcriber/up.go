@@ -20,7 +20,7 @@ import (
 	"github.com/transcriber/transcriber/workflows"
 )
 
-func runUp(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+func runUp(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return serve(ctx, args, env, stderr, role{name: "up", mode: embedPersistent, worker: true, intakes: true, api: true}, `Usage: transcriber up [flags]
 
 Runs everything on one machine in one process: an embedded Temporal server
@@ -34,7 +34,7 @@ and joins that cluster instead. Stop with Ctrl-C or SIGTERM: running steps
 get time to finish, and nothing is lost either way.`)
 }
 
-func runWorker(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+func runWorker(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return serve(ctx, args, env, stderr, role{name: "worker", mode: dialLocal, worker: true}, `Usage: transcriber worker [flags]
 
 Runs a worker that executes jobs from the Temporal server at
@@ -44,7 +44,7 @@ machines allow; Temporal hands each step to exactly one of them. Workers
 that should fetch and answer Telegram recordings need TELEGRAM_BOT_TOKEN.`)
 }
 
-func runBot(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+func runBot(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return serve(ctx, args, env, stderr, role{name: "bot", mode: dialLocal, intakes: true, only: job.SourceTelegram}, `Usage: transcriber bot [flags]
 
 Runs the Telegram bot alone against the Temporal server at TEMPORAL_ADDRESS

@@ -287,6 +287,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	}
 }
 
+// IsSettingFlag tells a flag RegisterFlags adds from a command's own, so
+// that a command's help can show its own flags and only the few settings
+// a person running it needs, while every setting still parses.
+func IsSettingFlag(name string) bool {
+	return slices.ContainsFunc(all, func(s setting) bool { return s.flag != "" && s.flag == name })
+}
+
 // boolFlags may be given without a value, as the Temporal CLI's --tls is:
 // --temporal-tls means --temporal-tls=true.
 var boolFlags = map[string]bool{"temporal-tls": true, "temporal-tls-disable-host-verification": true}

@@ -230,3 +230,20 @@ func TestRoute(t *testing.T) {
 		t.Errorf("Route(en) = %s, %s; an engine is never its own fallback", e, f)
 	}
 }
+
+func TestIsSettingFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"engine", true},
+		{"temporal-address", true},
+		{"telegram-api-endpoint", true},
+		{"format", false}, // transcribe's own
+		{"", false},       // what secrets have
+	} {
+		if got := IsSettingFlag(tc.name); got != tc.want {
+			t.Errorf("IsSettingFlag(%q) = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -634,6 +634,11 @@ func TestJobAndTranscript(t *testing.T) {
 			t.Errorf("format %q: %d %q; want %q", format, w.Code, w.Body, want)
 		}
 	}
+	// The json rendering has the duration in seconds, as its segments and
+	// the OpenAPI document have it.
+	if got := decode[map[string]any](t, get("/v1/jobs/"+id+"/transcript?format=json"))["duration"]; got != 2.79 {
+		t.Errorf("json duration = %v; want 2.79 (seconds)", got)
+	}
 }
 
 // Scenario: The job view shows the engine's error code and raw answer key

@@ -524,6 +524,13 @@ const unansweredAfter = 10 * time.Second
 // for a while (workers restarting, a frozen one holding it) is waited for,
 // not failed: unanswered, when not nil, hears of it once.
 func (s *Service) Await(ctx context.Context, id string, unanswered func(error)) (workflows.Status, error) {
+	return s.AwaitReporting(ctx, id, unanswered, nil)
+}
+
+// AwaitReporting is Await that also hands seen, when not nil, every status
+// it reads on the way, settled or not, so that a waiting person can be
+// shown the job's progress from the same status the job reports.
+func (s *Service) AwaitReporting(ctx context.Context, id string, unanswered func(error), seen func(workflows.Status)) (workflows.Status, error) {
 	wait := 50 * time.Millisecond
 	var failingSince time.Time
 	told := false
@@ -534,6 +541,9 @@ func (s *Service) Await(ctx context.Context, id string, unanswered func(error)) 
 		switch {
 		case err == nil:
 			failingSince, told = time.Time{}, false
+			if seen != nil {
+				seen(st)
+			}
 			if st.State.Settled() {
 				return st, nil
 			}

@@ -14,7 +14,9 @@ import (
 	"github.com/transcriber/transcriber/internal/engine"
 )
 
-// Document is what a job stores as its transcript.
+// Document is what a job stores as its transcript. Its Duration is stored
+// in nanoseconds, as stored transcripts always were; the json rendering is
+// JSONDocument, in seconds.
 type Document struct {
 	Engine   string        `json:"engine"`
 	Language string        `json:"language,omitempty"`
@@ -29,6 +31,27 @@ type Segment struct {
 	Start float64 `json:"start"`
 	End   float64 `json:"end"`
 	Text  string  `json:"text"`
+}
+
+// JSONDocument is the json rendering of a transcript: every time and
+// duration in seconds, as OpenAI's verbose_json and subtitle tools have
+// them, so that a duration and a segment's end can be compared as they are.
+type JSONDocument struct {
+	Engine   string    `json:"engine"`
+	Language string    `json:"language,omitempty"`
+	Duration float64   `json:"duration"`
+	Text     string    `json:"text"`
+	Segments []Segment `json:"segments"`
+}
+
+// JSON returns the json rendering of the document.
+func (d Document) JSON() JSONDocument {
+	segs := d.Segments
+	if segs == nil {
+		// A list, never null, for clients that iterate it unchecked.
+		segs = []Segment{}
+	}
+	return JSONDocument{Engine: d.Engine, Language: d.Language, Duration: d.Duration.Seconds(), Text: d.Text, Segments: segs}
 }
 
 // FromResult builds the document of an engine result. When the engine gave
@@ -99,7 +122,7 @@ func Render(w io.Writer, d Document, format string) error {
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(d)
+		return enc.Encode(d.JSON())
 	case "srt":
 		var b strings.Builder
 		n := 0
