@@ -108,7 +108,7 @@ func BenchmarkThousandJobs(b *testing.B) {
 				"TRANSCRIBER_DATA_DIR", b.TempDir(), "TRANSCRIBER_HTTP_ADDR", httpAddr, "TRANSCRIBER_UI_ADDR", "off",
 				"TRANSCRIBER_TEMPORAL_PORT", strconv.Itoa(listenPort(b)), "TRANSCRIBER_ENGINE", "openai",
 				"OPENAI_BASE_URL", engine, "TRANSCRIBER_ENGINE_CONCURRENCY", strconv.Itoa(concurrency),
-				"TRANSCRIBER_API_TOKENS", benchToken, "TRANSCRIBER_LOG_LEVEL", "error"), io.Discard, logs)
+				"TRANSCRIBER_API_TOKENS", benchToken, "TRANSCRIBER_LOG_LEVEL", "error"), nil, io.Discard, logs)
 		}()
 		base := "http://" + httpAddr
 		benchWaitReady(b, base)
