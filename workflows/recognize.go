@@ -39,7 +39,7 @@ func (j *jobState) recognize(ctx workflow.Context, p *Piece, chunk bool) error {
 			return nil
 		}
 		p.OperationID = rec.OperationID
-		p.OperationDeadline = workflow.Now(ctx).Add(operationBase + operationPerAudio*p.Duration)
+		p.OperationDeadline = workflow.Now(ctx).Add(j.s.Policy.operationTimeout(p.Duration))
 		p.PollInterval, p.FirstCheckAfter = rec.PollAfter, rec.FirstCheckAfter
 	}
 	for {
@@ -179,4 +179,13 @@ func (j *jobState) recognizeChunks(ctx workflow.Context) error {
 	}
 	j.s.recognized(rec)
 	return nil
+}
+
+// operationTimeout is how long an engine operation on audio that lasts d
+// may run.
+func (p Policy) operationTimeout(d time.Duration) time.Duration {
+	if p.OperationTimeout > 0 {
+		return p.OperationTimeout
+	}
+	return operationBase + operationPerAudio*d
 }

@@ -62,6 +62,10 @@ type Policy struct {
 	// Retain is how long a closed job's recordings and transcripts are
 	// kept before they are removed; zero keeps them.
 	Retain time.Duration `json:"retain,omitempty"`
+	// OperationTimeout is how long an engine operation may run before the
+	// job is dead with kind timeout; zero sizes it from the audio's
+	// duration (half an hour plus four times the audio).
+	OperationTimeout time.Duration `json:"operation_timeout,omitempty"`
 }
 
 // DefaultPolicy returns the default Policy (see job.DefaultBackoff).

@@ -344,7 +344,8 @@ func jobEngines(cfg config.Config, named, language string) (engine, fallback str
 }
 
 func policyFrom(cfg config.Config) workflows.Policy {
-	return workflows.Policy{Backoff: cfg.RetrySchedule, MaxAttempts: cfg.MaxAttempts, ParkFor: cfg.ParkFor, Retain: cfg.Retention}
+	return workflows.Policy{Backoff: cfg.RetrySchedule, MaxAttempts: cfg.MaxAttempts, ParkFor: cfg.ParkFor, Retain: cfg.Retention,
+		OperationTimeout: cfg.OperationTimeout}
 }
 
 // startWorker wires the steps and starts a worker; stop drains it.

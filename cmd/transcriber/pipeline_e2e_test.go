@@ -572,3 +572,43 @@ func TestReviveCutsBackoffShort(t *testing.T) {
 		t.Errorf("retry-pending with nothing waiting: code %d, %s", r.code, r.stdout)
 	}
 }
+
+// Scenario: A job dead on its operation deadline, revived, submits afresh and finishes
+func TestOperationDeadlineThenRevive(t *testing.T) {
+	requireSpeechTools(t)
+	const key = "aai-deadline-key"
+	aai := assemblyaitest.New(t, key)
+	aai.SetResult(testaudio.GoForwardText, "en_us", nil)
+	aai.NeverFinish()
+	u := startUp(t, t.TempDir(), "TRANSCRIBER_ENGINE", "assemblyai", "ASSEMBLYAI_BASE_URL", aai.URL(),
+		"ASSEMBLYAI_API_KEY", key, "ASSEMBLYAI_POLL_INTERVAL", "1s")
+	// The deadline travels with the job from the client that submits it.
+	client := func(k string) string {
+		if k == "TRANSCRIBER_OPERATION_TIMEOUT" {
+			return "5s"
+		}
+		return u.client(k)
+	}
+	note := testaudio.VoiceNote(t, t.TempDir())
+	r := runCLI(t, client, "transcribe", note)
+	id, _ := jobOf(t, r.stderr)
+	if r.code == 0 || !strings.Contains(r.stderr, "is dead (timeout at transcribing)") {
+		t.Fatalf("transcribe with an operation that never finishes: code %d\n%s", r.code, r.stderr)
+	}
+	if n := len(aai.Created()); n != 1 {
+		t.Fatalf("transcripts created = %d; want 1", n)
+	}
+	aai.Finish()
+	if r := runCLI(t, u.client, "jobs", "revive", id); r.code != 0 || !strings.Contains(r.stdout, "resumes at transcribing") {
+		t.Fatalf("revive: code %d, %s%s", r.code, r.stdout, r.stderr)
+	}
+	waitFor(t, "the revived job to finish", func() bool {
+		return showField(runCLI(t, u.client, "jobs", "show", id).stdout, "state") == "done"
+	})
+	if n := len(aai.Created()); n != 2 {
+		t.Errorf("transcripts created = %d; want a second submission after the revive", n)
+	}
+	if show := runCLI(t, u.client, "jobs", "show", id); !strings.Contains(show.stdout, "transcript:\n"+testaudio.GoForwardText) {
+		t.Errorf("jobs show after the revive:\n%s", show.stdout)
+	}
+}

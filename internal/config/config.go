@@ -32,6 +32,9 @@ type Config struct {
 	RetrySchedule     []time.Duration
 	MaxAttempts       int
 	ParkFor           time.Duration
+	// OperationTimeout bounds an engine operation; zero sizes it from the
+	// audio.
+	OperationTimeout time.Duration
 	// Retention is how long a closed job's recordings and transcripts are
 	// kept; zero keeps them.
 	Retention    time.Duration
@@ -136,6 +139,11 @@ var settings = []setting{
 	{"TRANSCRIBER_MAX_ATTEMPTS", "max-attempts", strconv.Itoa(job.DefaultMaxAttempts), "attempts a step may take before the job is dead",
 		func(c *Config, v string) (err error) {
 			c.MaxAttempts, err = strconv.Atoi(strings.TrimSpace(v))
+			return err
+		}},
+	{"TRANSCRIBER_OPERATION_TIMEOUT", "operation-timeout", "0", "how long an engine operation (a submitted recording the engine works on) may run before the job is dead with kind timeout, e.g. 2h; 0 is half an hour plus four times the audio's length",
+		func(c *Config, v string) (err error) {
+			c.OperationTimeout, err = time.ParseDuration(strings.TrimSpace(v))
 			return err
 		}},
 	{"TRANSCRIBER_PARK_FOR", "park-for", formatDuration(job.DefaultParkFor), "how long a failed or dead job waits for revive before it closes",
@@ -316,6 +324,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("TRANSCRIBER_MAX_ATTEMPTS=%d must be at least 1", c.MaxAttempts))
+	}
+	if c.OperationTimeout < 0 {
+		errs = append(errs, errors.New("TRANSCRIBER_OPERATION_TIMEOUT must not be negative; 0 sizes it from the audio"))
 	}
 	if c.ParkFor <= 0 {
 		errs = append(errs, errors.New("TRANSCRIBER_PARK_FOR must be positive"))

@@ -122,6 +122,13 @@ func (s *Server) NeverFinish() {
 	s.neverFinish = true
 }
 
+// Finish lets transcripts complete again after NeverFinish.
+func (s *Server) Finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.neverFinish = false
+}
+
 // FailNext makes the next n requests whose path starts with path (e.g.
 // "/v2/upload", "/v2/transcript") answer status with body, and with a
 // Retry-After header when retryAfter is not empty. It applies before the
