@@ -163,14 +163,7 @@ func TestStepKillingItsWorkerEndsDead(t *testing.T) {
 			if got := timedOutCauseAttempt(t, cl.c, id); got != tc.causeAttempt {
 				t.Errorf("the timeout's cause names attempt %d; want %d", got, tc.causeAttempt)
 			}
-			show := runCLI(t, func(k string) string {
-				for _, kv := range cl.env {
-					if v, ok := strings.CutPrefix(kv, k+"="); ok {
-						return v
-					}
-				}
-				return ""
-			}, "jobs", "show", id)
+			show := runCLI(t, cl.getenv, "jobs", "show", id)
 			if showField(show.stdout, "state") != "dead" || showField(show.stdout, "attempts") != "2" ||
 				!strings.HasPrefix(showField(show.stdout, "failure"), "timeout at transcribing") {
 				t.Errorf("jobs show of the dead job:\n%s", show.stdout)

@@ -187,18 +187,20 @@ func (cl *cluster) worker(t *testing.T) *proc {
 	return startProc(t, append(cl.env, fmt.Sprintf("TRANSCRIBER_HTTP_ADDR=127.0.0.1:%d", freePort(t))), "worker")
 }
 
+// getenv is the cluster's environment, as a command run against it reads it.
+func (cl *cluster) getenv(k string) string {
+	for _, kv := range cl.env {
+		if v, ok := strings.CutPrefix(kv, k+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // submit transcribes path through the cluster in the background.
 func (cl *cluster) submit(t *testing.T, path string) <-chan result {
 	out := make(chan result, 1)
-	getenv := func(k string) string {
-		for _, kv := range cl.env {
-			if v, ok := strings.CutPrefix(kv, k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}
-	go func() { out <- runCLI(t, getenv, "transcribe", path) }()
+	go func() { out <- runCLI(t, cl.getenv, "transcribe", path) }()
 	return out
 }
 
@@ -403,14 +405,7 @@ func TestLateResultOfLostLeaseIsIgnored(t *testing.T) {
 	if replies != 1 {
 		t.Errorf("reply attempts = %d; want exactly 1", replies)
 	}
-	r2 := runCLI(t, func(k string) string {
-		for _, kv := range cl.env {
-			if v, ok := strings.CutPrefix(kv, k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}, "jobs", "show", id)
+	r2 := runCLI(t, cl.getenv, "jobs", "show", id)
 	if !strings.Contains(r2.stdout, "transcript:\n"+testaudio.GoForwardText) || strings.Contains(r2.stdout, stale) {
 		t.Errorf("jobs show after the late result:\n%s", r2.stdout)
 	}

@@ -53,6 +53,23 @@ func awaitJob(t *testing.T, c client.Client, id string) workflows.Result {
 	return r
 }
 
+// killOnceAccepted waits until Telegram took the call that accepted
+// holds, kills the worker that made it before the answer reaches it, and
+// starts another worker to take the step over.
+func killOnceAccepted(t *testing.T, cl *cluster, first *proc, accepted <-chan telegramtest.Sent, release func(), what string) telegramtest.Sent {
+	t.Helper()
+	var s telegramtest.Sent
+	select {
+	case s = <-accepted:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s never reached Telegram", what)
+	}
+	first.kill()
+	release()
+	cl.worker(t)
+	return s
+}
+
 // replyAttempts is the attempt of the job's reply step that completed.
 func replyAttempts(t *testing.T, c client.Client, id string) int32 {
 	t.Helper()
@@ -87,15 +104,7 @@ func TestTelegramReplyOnceWhenWorkerKilledAfterTelegramAccepted(t *testing.T) {
 	accepted, release := tg.HoldAnswer(func(s telegramtest.Sent) bool { return s.Text == testaudio.GoForwardText })
 	defer release()
 	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
-	select {
-	case <-accepted:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the transcript never reached Telegram")
-	}
-	first.kill()
-	release()
-	cl.worker(t)
-
+	killOnceAccepted(t, cl, first, accepted, release, "the transcript")
 	id := workflows.TelegramJobID(voice.ChatID, voice.MessageID)
 	if r := awaitJob(t, cl.c, id); r.State != "done" {
 		t.Fatalf("job %s = %+v; want done", id, r)
@@ -138,16 +147,7 @@ func TestTelegramLongReplyResumesAfterKilledWorker(t *testing.T) {
 	})
 	defer release()
 	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
-	var second telegramtest.Sent
-	select {
-	case second = <-accepted:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the second part never reached Telegram")
-	}
-	first.kill()
-	release()
-	cl.worker(t)
-
+	second := killOnceAccepted(t, cl, first, accepted, release, "the second part")
 	id := workflows.TelegramJobID(voice.ChatID, voice.MessageID)
 	if r := awaitJob(t, cl.c, id); r.State != "done" {
 		t.Fatalf("job %s = %+v; want done", id, r)
