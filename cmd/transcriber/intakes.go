@@ -10,6 +10,7 @@ import (
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/telegram"
+	"github.com/transcriber/transcriber/internal/vault"
 )
 
 // intake is one way recordings come in, declared once: what a worker needs
@@ -38,7 +39,7 @@ type intakeDeps struct {
 	logger *slog.Logger
 }
 
-var intakes = []intake{telegramIntake}
+var intakes = []intake{telegramIntake, vaultIntake}
 
 var telegramIntake = intake{
 	source:     job.SourceTelegram,
@@ -85,4 +86,29 @@ func intakeSteps(cfg config.Config) (map[job.Source]activities.Fetcher, map[job.
 		}
 	}
 	return fetchers, repliers, nil
+}
+
+var vaultIntake = intake{
+	source:     job.SourceVault,
+	configured: func(cfg config.Config) bool { return cfg.VaultDir != "" },
+	needs:      "TRANSCRIBER_VAULT_DIR (the notes vault)",
+	// The vault's own steps, writing notes, follow each job's state from
+	// the intake: a note catches up whenever this machine runs, so the
+	// jobs need no step on the vault's machine.
+	loop: func(cfg config.Config, d intakeDeps) (func(context.Context) error, error) {
+		device, err := vault.Device(cfg.Device, cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		engine, fallback := jobEngines(cfg, "", cfg.VaultLanguage)
+		in, err := vault.New(vault.Config{
+			Dir: cfg.VaultDir, SourceDir: cfg.VaultSource, InboxDir: cfg.VaultInbox, Device: device,
+			DataDir: cfg.DataDir, Engine: engine, Fallback: fallback, Language: cfg.VaultLanguage,
+			Policy: policyFrom(cfg), Concurrency: cfg.VaultConcurrency,
+		}, d.jobs, d.blobs, d.logger)
+		if err != nil {
+			return nil, err
+		}
+		return in.Run, nil
+	},
 }

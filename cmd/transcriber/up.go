@@ -64,6 +64,8 @@ type role struct {
 	only    job.Source
 	// api serves the job API under /v1 beside health and metrics.
 	api bool
+	// vaultArg: the one argument is the vault (TRANSCRIBER_VAULT_DIR).
+	vaultArg bool
 }
 
 // serve runs the role's parts and the HTTP server until ctx ends or one of
@@ -82,8 +84,13 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	if err := loadConfig(fs, &cfg, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError("%s takes no arguments, got %q", r.name, fs.Args())
+	switch {
+	case r.vaultArg && fs.NArg() == 1:
+		cfg.VaultDir = fs.Arg(0)
+	case r.vaultArg && fs.NArg() == 0 && cfg.VaultDir == "":
+		return usageError("%s needs the vault: transcriber %s DIR", r.name, r.name)
+	case r.vaultArg && fs.NArg() > 1, !r.vaultArg && fs.NArg() > 0:
+		return usageError("%s takes no arguments but the vault, got %q", r.name, fs.Args())
 	}
 	run := r.intakesToRun(cfg)
 	if r.only != "" && len(run) == 0 {

@@ -183,3 +183,32 @@ func TestSniffAgreesWithFFprobe(t *testing.T) {
 		}
 	}
 }
+
+// Scenario: A recording cut short is taken for what it holds
+func TestSniffTellsARecordingCutShort(t *testing.T) {
+	testaudio.Require(t)
+	dir := t.TempDir()
+	src := testaudio.LibriVox("sense_and_sensibility_01_austen_64kb-0870")
+	full := filepath.Join(dir, "full.ogg")
+	testaudio.FFmpeg(t, "-i", src, "-c:a", "libopus", full)
+	wav := filepath.Join(dir, "full.wav")
+	testaudio.FFmpeg(t, "-i", src, wav)
+	info, cut, ok := Sniff(full)
+	if !ok || cut || info.Duration < 7*time.Second {
+		t.Fatalf("Sniff(complete ogg) = %+v, cut %v, ok %v; want a whole 7.1 s", info, cut, ok)
+	}
+	if _, cut, ok := Sniff(wav); !ok || cut {
+		t.Errorf("Sniff(complete wav): cut %v, ok %v", cut, ok)
+	}
+	for name, src := range map[string]string{"ogg": full, "wav": wav} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		half := write(t, "cut."+name, data[:len(data)/2])
+		info, cut, ok := Sniff(half)
+		if !ok || !cut || info.Duration <= time.Second || info.Duration >= 5*time.Second {
+			t.Errorf("Sniff(half a %s) = %+v, cut %v, ok %v; want cut short at about 3.5 s", name, info, cut, ok)
+		}
+	}
+}

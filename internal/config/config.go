@@ -65,10 +65,20 @@ type Config struct {
 	TelegramToken    string
 	TelegramEndpoint string
 	TelegramAllowed  []string
-	APITokens        []string
-	MaxUploadBytes   int64
-	APIWait          time.Duration
-	WebhookSecret    string
+	// VaultDir, when set, is the notes vault whose recordings up and vault
+	// transcribe; VaultSource and VaultInbox are folders inside it.
+	VaultDir, VaultSource, VaultInbox string
+	// VaultLanguage is the language of the vault's recordings and of the
+	// messages written into its notes; empty is the engine's choice.
+	VaultLanguage    string
+	VaultConcurrency int
+	// Device names this machine among the devices that share a vault;
+	// empty is an id kept in DataDir.
+	Device         string
+	APITokens      []string
+	MaxUploadBytes int64
+	APIWait        time.Duration
+	WebhookSecret  string
 	// WebhookAllowLoopback lets webhooks reach this machine, for testing.
 	WebhookAllowLoopback bool
 	LogLevel             slog.Level
@@ -204,6 +214,21 @@ var settings = []setting{
 		}},
 	{"TELEGRAM_ALLOWED_USERS", "telegram-allowed-users", "", "who may use the bot: numeric user ids and @usernames, comma-separated; unset is nobody",
 		func(c *Config, v string) error { c.TelegramAllowed = parseUsers(v); return nil }},
+	{"TRANSCRIBER_VAULT_DIR", "vault-dir", "", "notes vault (an Obsidian vault) whose voice recordings up transcribes into their notes; unset is no vault",
+		func(c *Config, v string) error { c.VaultDir = strings.TrimSpace(v); return nil }},
+	{"TRANSCRIBER_VAULT_SOURCE", "vault-source", "voice/source", "folder of the vault, from its top, where recordings are kept",
+		func(c *Config, v string) error { c.VaultSource = strings.Trim(strings.TrimSpace(v), "/"); return nil }},
+	{"TRANSCRIBER_VAULT_INBOX", "vault-inbox", "voice/inbox", "folder of the vault, from its top, where the notes of new recordings are made",
+		func(c *Config, v string) error { c.VaultInbox = strings.Trim(strings.TrimSpace(v), "/"); return nil }},
+	{"TRANSCRIBER_VAULT_LANGUAGE", "vault-language", "", "language of the vault's recordings (en, ru, ...) and of the messages in their notes; unset lets the engine decide and writes English",
+		func(c *Config, v string) error { c.VaultLanguage = strings.TrimSpace(v); return nil }},
+	{"TRANSCRIBER_VAULT_CONCURRENCY", "vault-concurrency", "1", "recordings of this device in flight at once; 1 sends them strictly one after another",
+		func(c *Config, v string) (err error) {
+			c.VaultConcurrency, err = strconv.Atoi(strings.TrimSpace(v))
+			return err
+		}},
+	{"TRANSCRIBER_DEVICE", "device", "", "this machine's name among the devices that share the vault; unset is an id made once and kept in the data directory",
+		func(c *Config, v string) error { c.Device = strings.TrimSpace(v); return nil }},
 	{"TRANSCRIBER_API_TOKENS", "", "", "bearer tokens of the HTTP job API, comma-separated; unset turns the job endpoints off (environment only)",
 		func(c *Config, v string) error { c.APITokens = parseList(v); return nil }},
 	{"TRANSCRIBER_MAX_UPLOAD_BYTES", "max-upload-bytes", "1073741824", "largest recording the HTTP API accepts, in bytes",
@@ -314,6 +339,17 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("TRANSCRIBER_DATA_DIR must not be empty"))
+	}
+	if c.VaultConcurrency < 1 {
+		errs = append(errs, errors.New("TRANSCRIBER_VAULT_CONCURRENCY must be at least 1"))
+	}
+	for _, f := range []struct{ name, v string }{{"TRANSCRIBER_VAULT_SOURCE", c.VaultSource}, {"TRANSCRIBER_VAULT_INBOX", c.VaultInbox}} {
+		if !filepath.IsLocal(f.v) {
+			errs = append(errs, fmt.Errorf("%s must be a folder inside the vault, such as voice/source", f.name))
+		}
+	}
+	if c.VaultLanguage != "" && !job.IsLanguageCode(c.VaultLanguage) {
+		errs = append(errs, fmt.Errorf("TRANSCRIBER_VAULT_LANGUAGE %q is not a language code such as en or ru", c.VaultLanguage))
 	}
 	known := false
 	for _, e := range Engines {

@@ -44,6 +44,7 @@ const (
 	SourceCLI      Source = "cli"
 	SourceHTTP     Source = "http"
 	SourceTelegram Source = "telegram"
+	SourceVault    Source = "vault"
 )
 
 // Failure records why a job stopped.

@@ -18,6 +18,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -91,20 +92,49 @@ func (s *Service) List(ctx context.Context, state job.State, pageSize int, token
 	}
 	out := make([]Summary, 0, len(resp.GetExecutions()))
 	for _, e := range resp.GetExecutions() {
-		sa := e.GetSearchAttributes()
-		sum := Summary{
-			ID:      e.GetExecution().GetWorkflowId(),
-			State:   job.State(keyword(sa, workflows.StateKey.GetName())),
-			Source:  job.Source(keyword(sa, workflows.SourceKey.GetName())),
-			Engine:  keyword(sa, workflows.EngineKey.GetName()),
-			Started: e.GetStartTime().AsTime(),
-		}
-		if ct := e.GetCloseTime(); ct != nil {
-			sum.Closed = ct.AsTime()
-		}
-		out = append(out, sum)
+		out = append(out, summaryOf(e))
 	}
 	return out, resp.GetNextPageToken(), nil
+}
+
+func summaryOf(e *workflowpb.WorkflowExecutionInfo) Summary {
+	sa := e.GetSearchAttributes()
+	sum := Summary{
+		ID:      e.GetExecution().GetWorkflowId(),
+		State:   job.State(keyword(sa, workflows.StateKey.GetName())),
+		Source:  job.Source(keyword(sa, workflows.SourceKey.GetName())),
+		Engine:  keyword(sa, workflows.EngineKey.GetName()),
+		Started: e.GetStartTime().AsTime(),
+	}
+	if ct := e.GetCloseTime(); ct != nil {
+		sum.Closed = ct.AsTime()
+	}
+	return sum
+}
+
+// ListOpen returns every job that has not closed whose id starts with
+// prefix: the jobs an intake that names its jobs by prefix still has under
+// way, parked ones included, in one question per page instead of one per
+// job.
+func (s *Service) ListOpen(ctx context.Context, prefix string) ([]Summary, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND WorkflowId STARTS_WITH '%s'",
+		workflows.WorkflowName, strings.ReplaceAll(prefix, "'", "\\'"))
+	var out []Summary
+	var token []byte
+	for {
+		resp, err := s.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: s.Namespace, Query: q, NextPageToken: token, PageSize: 1000,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list open jobs: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			out = append(out, summaryOf(e))
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return out, nil
+		}
+	}
 }
 
 func keyword(sa *commonpb.SearchAttributes, name string) string {
@@ -145,6 +175,9 @@ func (s *Service) Get(ctx context.Context, id string) (workflows.Status, []Pendi
 		}
 		if t := pa.GetNextAttemptScheduleTime(); t != nil {
 			p.NextAttempt = t.AsTime()
+		}
+		if t := pa.GetLastStartedTime(); t != nil {
+			p.LastStarted = t.AsTime()
 		}
 		pending = append(pending, p)
 	}
@@ -217,6 +250,8 @@ type Pending struct {
 	Attempt     int
 	LastError   string
 	NextAttempt time.Time
+	// LastStarted is when the step's latest attempt began.
+	LastStarted time.Time
 	// Running is set while an attempt runs; otherwise the step waits for
 	// a worker or, after a failed attempt, out its back-off.
 	Running bool
