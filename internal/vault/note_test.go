@@ -170,6 +170,7 @@ func TestInsertAfterEmbed(t *testing.T) {
 	}
 }
 
+// Scenario: The device id is kept outside the vault
 func TestDevice(t *testing.T) {
 	dir := t.TempDir()
 	a, err := Device("", dir)
