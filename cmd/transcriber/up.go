@@ -66,6 +66,9 @@ type role struct {
 	api bool
 	// vaultArg: the one argument is the vault (TRANSCRIBER_VAULT_DIR).
 	vaultArg bool
+	// help, when set, focuses --help on these shared settings, for a
+	// role a person starts by hand.
+	help []string
 }
 
 // serve runs the role's parts and the HTTP server until ctx ends or one of
@@ -81,6 +84,9 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	}
 	fs := newFlagSet(r.name, usage, stderr)
 	cfg.RegisterFlags(fs)
+	if r.help != nil {
+		focusHelp(fs, usage, stderr, r.help...)
+	}
 	if err := loadConfig(fs, &cfg, args); err != nil {
 		return err
 	}

@@ -21,7 +21,8 @@ func runVault(ctx context.Context, args []string, env func(string) string, stdin
 			return runVaultRetry(args[1:], env, stdout, stderr)
 		}
 	}
-	return serve(ctx, args, env, stderr, role{name: "vault", mode: dialLocal, intakes: true, only: job.SourceVault, vaultArg: true},
+	return serve(ctx, args, env, stderr, role{name: "vault", mode: dialLocal, intakes: true, only: job.SourceVault, vaultArg: true,
+		help: vaultSettings},
 		`Usage: transcriber vault [flags] DIR
        transcriber vault take-over [flags]
        transcriber vault retry [flags] NOTE
@@ -46,6 +47,10 @@ listens on TRANSCRIBER_HTTP_ADDR: give it another port when up runs here.
                or its voice-id)`)
 }
 
+// vaultSettings are the shared settings the vault commands' help shows.
+var vaultSettings = []string{"vault-dir", "vault-source", "vault-inbox", "vault-language", "vault-concurrency", "device",
+	"data-dir", "engine", "temporal-address", "http-addr", "blob-url"}
+
 // vaultCommand loads the settings of a vault command that edits notes.
 func vaultCommand(name, usage string, args []string, env func(string) string, stderr io.Writer) (config.Config, []string, error) {
 	cfg, err := config.Load(env)
@@ -54,7 +59,7 @@ func vaultCommand(name, usage string, args []string, env func(string) string, st
 	}
 	fs := newFlagSet("vault "+name, usage, stderr)
 	cfg.RegisterFlags(fs)
-	focusHelp(fs, usage, stderr, "vault-dir", "device", "data-dir")
+	focusHelp(fs, usage, stderr, vaultSettings...)
 	if err := loadConfig(fs, &cfg, args); err != nil {
 		return cfg, nil, err
 	}

@@ -197,3 +197,29 @@ func TestClock(t *testing.T) {
 		}
 	}
 }
+
+func TestMessagesSpeakTheVaultsLanguage(t *testing.T) {
+	if got := messagesFor("ru-RU").noSpeech; got != "В записи не распознано речи." {
+		t.Errorf("Russian no-speech message = %q", got)
+	}
+	for _, l := range []string{"", "en", "de"} {
+		if got := messagesFor(l).noSpeech; got != "No speech was recognised in this recording." {
+			t.Errorf("messagesFor(%q).noSpeech = %q; want English", l, got)
+		}
+	}
+	revived := []byte("---\nvoice-id: a\n---\n![[a.ogg]]\n\n" + catalog["ru"].noSpeech + "\n\nmine\n")
+	if got := string(dropNoSpeech(revived)); strings.Contains(got, catalog["ru"].noSpeech) || !strings.Contains(got, "mine") {
+		t.Errorf("dropNoSpeech:\n%s", got)
+	}
+}
+
+func TestPartialAndHiddenFilesAreNotRecordings(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a.ogg": true, "B.M4A": true, "talk.webm": true, "notes.md": false, ".a.ogg": false, "a.ogg.part": false,
+		"a.ogg.crdownload": false, "a.ogg~": false, "~a.ogg": false, "a.ogg.tmp": false, "a.txt": false,
+	} {
+		if got := isAudioName(name); got != want {
+			t.Errorf("isAudioName(%q) = %v; want %v", name, got, want)
+		}
+	}
+}
