@@ -84,7 +84,7 @@ const (
 	DefaultSettle      = 2 * time.Second
 	DefaultPoll        = 2 * time.Second
 	DefaultIdle        = 30 * time.Second
-	DefaultDeleteGrace = 3 * time.Second
+	DefaultDeleteGrace = time.Second
 	// StaleSent is how long a recording may stay sent before another
 	// device may take it over: its request is then surely not running.
 	StaleSent = 10 * time.Minute
@@ -397,6 +397,13 @@ func (in *Intake) openJobs(ctx context.Context) (map[string]jobctl.Summary, erro
 func (in *Intake) ownNotes(s scanned) []Note {
 	var own []Note
 	for _, n := range s.notes {
+		if n.Device == "" && n.Status != Inserted {
+			if key := "nodevice:" + n.Path; !in.told[key] {
+				in.told[key] = true
+				in.log.Info("vault: a note has no voice-device, so no device sends it; vault take-over sends it from here",
+					"note", in.rel(n.Path), "voice_id", n.ID)
+			}
+		}
 		if n.Device != in.cfg.Device {
 			continue
 		}
