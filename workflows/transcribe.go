@@ -7,6 +7,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -25,6 +26,9 @@ func TranscribeRecording(ctx workflow.Context, in Input) (Result, error) {
 	j := newJob(ctx, in)
 	if err := j.handle(ctx); err != nil {
 		return Result{}, err
+	}
+	if in.Resume == nil && leftToService(in) && workflow.GetVersion(ctx, serviceDefaults, workflow.DefaultVersion, 1) >= 1 {
+		j.takeServiceDefaults(ctx, in)
 	}
 	if in.Resume == nil {
 		if err := j.enter(ctx, job.Accepted); err != nil {
@@ -64,6 +68,47 @@ func TranscribeRecording(ctx workflow.Context, in Input) (Result, error) {
 
 var errContinueAsNew = errors.New("continue as new")
 
+// serviceDefaults marks the change that lets a job leave its engine and
+// retry policy to the service that runs it. Only jobs that leave them ask,
+// and no job before the change did, so older histories replay unchanged.
+const serviceDefaults = "service-defaults"
+
+// service names the defaults step in a type-safe way.
+var service *activities.ServiceDefaults
+
+// leftToService reports whether the intake left the engine or the whole
+// retry policy to the service.
+func leftToService(in Input) bool {
+	return in.Engine == "" || in.Policy.isZero()
+}
+
+func (p Policy) isZero() bool {
+	return len(p.Backoff) == 0 && p.MaxAttempts == 0 && p.ParkFor == 0 && p.Retain == 0 && p.OperationTimeout == 0
+}
+
+// takeServiceDefaults asks the worker running the job for the service's
+// choices and takes those the intake left open. The step runs in the very
+// worker that runs this code, so it is always there; should it still fail,
+// the built-in policy applies and the log says so.
+func (j *jobState) takeServiceDefaults(ctx workflow.Context, in Input) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second},
+	})
+	var d activities.Defaults
+	if err := workflow.ExecuteLocalActivity(lctx, service.Choose, in.Language).Get(ctx, &d); err != nil {
+		j.logger(ctx).Warn("the service's defaults are unknown; the built-in ones apply", "error", err)
+		return
+	}
+	if in.Engine == "" {
+		j.s.Engine, j.s.Fallback = d.Engine, d.Fallback
+	}
+	if in.Policy.isZero() {
+		p := Policy{Backoff: d.Backoff, MaxAttempts: d.MaxAttempts, ParkFor: d.ParkFor, Retain: d.Retain, OperationTimeout: d.OperationTimeout}
+		j.s.Policy = withPolicyDefaults(p)
+	}
+}
+
 type jobState struct {
 	s Status
 	// parked is true while the job waits for revive; revive signals that
@@ -92,16 +137,7 @@ func newJob(ctx workflow.Context, in Input) *jobState {
 	if accepted.IsZero() {
 		accepted = now
 	}
-	p := in.Policy
-	if len(p.Backoff) == 0 {
-		p.Backoff = job.DefaultBackoff()
-	}
-	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = job.DefaultMaxAttempts
-	}
-	if p.ParkFor <= 0 {
-		p.ParkFor = job.DefaultParkFor
-	}
+	p := withPolicyDefaults(in.Policy)
 	return &jobState{failedChunk: -1, called: map[string]bool{}, s: Status{
 		JobID:      info.WorkflowExecution.ID,
 		State:      job.Accepted,
@@ -119,6 +155,20 @@ func newJob(ctx workflow.Context, in Input) *jobState {
 
 		WebhookURL: in.WebhookURL,
 	}}
+}
+
+// withPolicyDefaults fills what p leaves open with the built-in defaults.
+func withPolicyDefaults(p Policy) Policy {
+	if len(p.Backoff) == 0 {
+		p.Backoff = job.DefaultBackoff()
+	}
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = job.DefaultMaxAttempts
+	}
+	if p.ParkFor <= 0 {
+		p.ParkFor = job.DefaultParkFor
+	}
+	return p
 }
 
 // run does the steps that are not done yet, so that a revived job resumes

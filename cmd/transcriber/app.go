@@ -348,6 +348,17 @@ func policyFrom(cfg config.Config) workflows.Policy {
 		OperationTimeout: cfg.OperationTimeout}
 }
 
+// serviceDefaults answers jobs that leave their engine or retry policy to
+// the service with this worker's settings.
+func serviceDefaults(cfg config.Config) *activities.ServiceDefaults {
+	p := policyFrom(cfg)
+	return &activities.ServiceDefaults{
+		Route: cfg.Route,
+		Policy: activities.Defaults{Backoff: p.Backoff, MaxAttempts: p.MaxAttempts, ParkFor: p.ParkFor, Retain: p.Retain,
+			OperationTimeout: p.OperationTimeout},
+	}
+}
+
 // startWorker wires the steps and starts a worker; stop drains it.
 func startWorker(cfg config.Config, c client.Client, blobs blob.Store, tel *telemetry, withIntakes bool) (stop func(), err error) {
 	acts, err := newActivities(cfg, blobs, tel, withIntakes)
@@ -355,8 +366,10 @@ func startWorker(cfg config.Config, c client.Client, blobs blob.Store, tel *tele
 		return nil, err
 	}
 	w := newWorkers(c, acts, tel, cfg.EngineConcurrency)
-	// The webhook step runs on the job queue, beside the job's other steps.
+	// The webhook step runs on the job queue, beside the job's other steps;
+	// the service's defaults are a local step of the job's own worker.
 	w[0].RegisterActivity(newNotifier(cfg))
+	w[0].RegisterActivity(serviceDefaults(cfg))
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -12,6 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/client"
+
+	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/testaudio"
 )
 
@@ -246,5 +250,51 @@ func TestTranscribeProgress(t *testing.T) {
 	r = runCLI(t, env(), "transcribe", "--quiet", note)
 	if r.code != 0 || r.stderr != "" || strings.TrimSpace(r.stdout) != testaudio.GoForwardText {
 		t.Errorf("--quiet: code %d, stdout %q, stderr %q; want the transcript and nothing on stderr", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Scenario: A command with no engine settings uses the service's engine and policy
+func TestTranscribeToAServiceTakesItsChoices(t *testing.T) {
+	requireSpeechTools(t)
+	engine := newOpenAIStandIn(t)
+	engine.text = "the service engine heard this"
+	u := startUp(t, t.TempDir(), "TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1",
+		"TRANSCRIBER_MAX_ATTEMPTS", "3")
+	bare := env("TEMPORAL_ADDRESS", "127.0.0.1:"+u.temporal, "TRANSCRIBER_DATA_DIR", u.dataDir)
+	note := testaudio.VoiceNote(t, t.TempDir())
+	r := runCLI(t, bare, "transcribe", note)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "the service engine heard this" {
+		t.Fatalf("transcribe with no engine settings: code %d, out %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "engine: the service's engine") || !strings.Contains(r.stderr, "the service's retry policy") {
+		t.Errorf("stderr does not say the service's choices apply:\n%s", r.stderr)
+	}
+	id := cliJobID(t, note, "")
+	show := runCLI(t, bare, "jobs", "show", id)
+	if showField(show.stdout, "engine") != "openai" {
+		t.Errorf("jobs show of the job that left its engine to the service:\n%s%s", show.stdout, show.stderr)
+	}
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := (&jobctl.Service{Client: c, Namespace: "default"}).Status(context.Background(), id)
+	if err != nil || st.Policy.MaxAttempts != 3 {
+		t.Errorf("policy of the job: %+v, %v; want the service's 3 attempts", st.Policy, err)
+	}
+
+	local := func(k string) string {
+		if k == "TRANSCRIBER_ENGINE" {
+			return "local"
+		}
+		return bare(k)
+	}
+	r = runCLI(t, local, "transcribe", note)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != testaudio.GoForwardText || !strings.Contains(r.stderr, "engine: local (set here)") {
+		t.Fatalf("transcribe with TRANSCRIBER_ENGINE=local: code %d, out %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	if got := showField(runCLI(t, bare, "jobs", "show", cliJobID(t, note, "local")).stdout, "engine"); got != "local" {
+		t.Errorf("engine of the job that named local: %q", got)
 	}
 }

@@ -74,7 +74,9 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("done: %s", r.stderr)
 	}
-	histories["done-local"] = cliJobID(t, note, "local")
+	// A command with no engine settings leaves the engine and the policy
+	// to the service (done-local was recorded before it could).
+	histories["done-service-defaults"] = cliJobID(t, note, "")
 
 	// A Telegram job acknowledges, shows its progress and replies; one
 	// that fails tells the sender why.

@@ -31,9 +31,11 @@ input) and prints the transcripts to standard output, in order, or with
 --output-dir writes DIR/<name>.<format> for each. Progress goes to
 standard error. Without TEMPORAL_ADDRESS it runs a private in-memory
 Temporal server and worker inside this process; with it, the jobs go to
-that cluster (whose workers must see the same data dir), with the engine
-and retry policy this command's settings name. Exits non-zero, naming the
-state and the reason, when a job fails or dies.`
+that cluster (whose workers must see the same data dir). The engine and
+the retry policy are then the service's, unless this command names them
+(--engine or TRANSCRIBER_ENGINE, TRANSCRIBER_ENGINE_ROUTES; the retry
+settings such as TRANSCRIBER_RETRY_SCHEDULE); it says which apply. Exits
+non-zero, naming the state and the reason, when a job fails or dies.`
 
 // transcribeSettings are the shared settings that transcribe's help shows:
 // where the jobs go and what recognises them.
@@ -63,6 +65,7 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 			named = cfg.Engine
 		}
 	})
+	choice := clientChoices(env, fs)
 	if len(fs.Args()) == 0 {
 		fs.Usage()
 		return usageError("give at least one FILE, or - for standard input")
@@ -174,9 +177,16 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	}
 
 	jobs := conn.jobs(cfg)
+	if mode != embedEphemeral && !*quiet {
+		shown := named
+		if shown == "" {
+			shown = cfg.Engine
+		}
+		fmt.Fprintln(stderr, choice.describe(shown))
+	}
 	ids := make([]string, len(inputs))
 	for i, in := range inputs {
-		id, err := submitFile(ctx, jobs, blobs, cfg, in, named, *language)
+		id, err := submitFile(ctx, jobs, blobs, cfg, in, named, *language, choice, mode != embedEphemeral)
 		if err != nil {
 			return fmt.Errorf("%s: %w", in.label, err)
 		}
@@ -412,7 +422,8 @@ func checkInput(path string) error {
 
 // submitFile keeps the recording in the blob store, then starts its job.
 // The store comes first: a job never refers to bytes that are not kept.
-func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg config.Config, in input, named, language string) (string, error) {
+func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg config.Config, in input, named, language string,
+	choice choices, toService bool) (string, error) {
 	f, err := os.Open(in.path)
 	if err != nil {
 		return "", err
@@ -423,6 +434,14 @@ func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg
 		return "", fmt.Errorf("read: %w", err)
 	}
 	engine, fallback := jobEngines(cfg, named, language)
+	policy := policyFrom(cfg)
+	if toService && !choice.engine {
+		// The service's workers route the job by their own settings.
+		engine, fallback = "", ""
+	}
+	if toService && !choice.policy {
+		policy = workflows.Policy{}
+	}
 	id := workflows.CLIJobID(h.Sum(nil), engine, language)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return "", err
@@ -438,7 +457,7 @@ func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg
 		Engine:     engine,
 		Fallback:   fallback,
 		Language:   language,
-		Policy:     policyFrom(cfg),
+		Policy:     policy,
 		AcceptedAt: time.Now(),
 	}
 	// The same file submitted while its job runs joins that job; once the
@@ -483,4 +502,57 @@ func awaitShowing(ctx context.Context, jobs *jobctl.Service, id, label string, p
 		return st, fmt.Errorf("stopped waiting for job %s (state %s); it goes on", id, st.State)
 	}
 	return st, err
+}
+
+// choices say what a command that sends jobs to a running service decides
+// itself: what its own settings name. The rest is the service's, as its
+// workers are configured, so a client with an empty environment gets what
+// the operator set up.
+type choices struct {
+	engine, policy bool
+}
+
+// engineSettings and policySettings are the settings that make the choices.
+var (
+	engineSettings = []string{"TRANSCRIBER_ENGINE", "TRANSCRIBER_ENGINE_ROUTES", "TRANSCRIBER_FALLBACK_ENGINE"}
+	policySettings = []string{"TRANSCRIBER_RETRY_SCHEDULE", "TRANSCRIBER_MAX_ATTEMPTS", "TRANSCRIBER_PARK_FOR",
+		"TRANSCRIBER_RETENTION", "TRANSCRIBER_OPERATION_TIMEOUT"}
+)
+
+// clientChoices finds which of the choices this command's environment and
+// flags make.
+func clientChoices(env func(string) string, fs *flag.FlagSet) choices {
+	set := map[string]bool{}
+	for _, name := range append(slices.Clone(engineSettings), policySettings...) {
+		if env(name) != "" {
+			set[name] = true
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if name, ok := config.SettingOfFlag(f.Name); ok {
+			set[name] = true
+		}
+	})
+	var c choices
+	for _, name := range engineSettings {
+		c.engine = c.engine || set[name]
+	}
+	for _, name := range policySettings {
+		c.policy = c.policy || set[name]
+	}
+	return c
+}
+
+// describe says which choices apply, for a person who may have configured
+// the service and not this shell.
+func (c choices) describe(named string) string {
+	engine := "the service's engine (this command names none)"
+	if c.engine {
+		engine = named + " (set here)"
+	}
+	policy := "the service's retry policy"
+	if c.policy {
+		policy = "the retry policy set here"
+	}
+	return "engine: " + engine + "; " + policy
 }

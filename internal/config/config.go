@@ -327,6 +327,16 @@ func IsSettingFlag(name string) bool {
 	return slices.ContainsFunc(all, func(s setting) bool { return s.flag != "" && s.flag == name })
 }
 
+// SettingOfFlag is the variable of the setting whose flag is name.
+func SettingOfFlag(name string) (string, bool) {
+	for _, s := range all {
+		if s.flag != "" && s.flag == name {
+			return s.env, true
+		}
+	}
+	return "", false
+}
+
 // boolFlags may be given without a value, as the Temporal CLI's --tls is:
 // --temporal-tls means --temporal-tls=true.
 var boolFlags = map[string]bool{"temporal-tls": true, "temporal-tls-disable-host-verification": true}
