@@ -63,14 +63,22 @@ func (p *progress) show(label string, st workflows.Status) {
 		return
 	}
 	line := fmt.Sprintf(": %s", st.State)
+	done, total := audioDone(st)
 	if n := len(st.Chunks); n > 1 && st.State == job.Transcribing {
 		line += fmt.Sprintf(", chunks %d/%d", st.ChunksDone, n)
+		if total > 0 {
+			line += fmt.Sprintf(", %d%% of the audio", int(100*done/total))
+		}
 	}
 	line += ", " + clock(elapsed)
 	if n := len(st.Chunks); n > 1 && st.State == job.Transcribing && st.ChunksDone > 0 && st.ChunksDone < n {
-		// Chunks are alike in length but for the last, so the time per
-		// chunk so far is the best guess of the time to come.
+		// The time so far per share of the audio recognised is the best
+		// guess of the time to come; without lengths, per chunk, which are
+		// alike in length but for the last.
 		left := elapsed / time.Duration(st.ChunksDone) * time.Duration(n-st.ChunksDone)
+		if done > 0 && total > done {
+			left = time.Duration(float64(elapsed) * float64(total-done) / float64(done))
+		}
 		line += ", about " + clock(left) + " left"
 	}
 	line = fitLabel(label, len(line), p.width) + line
@@ -85,6 +93,18 @@ func (p *progress) show(label string, st workflows.Status) {
 	if st.State.Settled() {
 		p.end()
 	}
+}
+
+// audioDone is how much of a split recording's audio is recognised, and
+// its whole length, from the chunks' lengths; zero total when unknown.
+func audioDone(st workflows.Status) (done, total time.Duration) {
+	for _, c := range st.Chunks {
+		total += c.Duration
+		if c.TranscriptKey != "" {
+			done += c.Duration
+		}
+	}
+	return done, total
 }
 
 // end finishes an open terminal line, so that what is printed next, the

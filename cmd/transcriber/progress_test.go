@@ -46,6 +46,21 @@ func TestProgressTerminal(t *testing.T) {
 		t.Errorf("terminal progress = %q; want %q", got, want)
 	}
 
+	// With the chunks' lengths known, the share of the audio recognised
+	// is shown and the estimate follows it: a long first chunk done.
+	b.Reset()
+	p = &progress{w: &b, tty: true, now: fakeClock(10 * time.Second)}
+	p.begin()
+	st := statusAt(job.Transcribing, 1, 3)
+	for i, d := range []time.Duration{4 * time.Minute, 4 * time.Minute, 2 * time.Minute} {
+		st.Chunks[i].Duration = d
+	}
+	st.Chunks[0].TranscriptKey = "jobs/j/chunk-0.json"
+	p.show("talk.mp4", st)
+	if got, want := b.String(), "\r\x1b[Ktalk.mp4: transcribing, chunks 1/3, 40% of the audio, 0:10, about 0:15 left"; got != want {
+		t.Errorf("progress with chunk lengths = %q; want %q", got, want)
+	}
+
 	b.Reset()
 	p = &progress{w: &b, tty: true, width: 30, now: fakeClock(time.Second)}
 	p.begin()
