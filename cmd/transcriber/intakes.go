@@ -11,6 +11,7 @@ import (
 	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/telegram"
 	"github.com/transcriber/transcriber/internal/vault"
+	"github.com/transcriber/transcriber/workflows"
 )
 
 // intake is one way recordings come in, declared once: what a worker needs
@@ -37,6 +38,9 @@ type intakeDeps struct {
 	jobs   *jobctl.Service
 	blobs  blob.Store
 	logger *slog.Logger
+	// choices are what the intake's jobs name themselves; the rest is
+	// left to the service's workers.
+	choices choices
 }
 
 var intakes = []intake{telegramIntake, vaultIntake}
@@ -101,10 +105,17 @@ var vaultIntake = intake{
 			return nil, err
 		}
 		engine, fallback := jobEngines(cfg, "", cfg.VaultLanguage)
+		if !d.choices.engine {
+			engine, fallback = "", ""
+		}
+		policy := policyFrom(cfg)
+		if !d.choices.policy {
+			policy = workflows.Policy{}
+		}
 		in, err := vault.New(vault.Config{
 			Dir: cfg.VaultDir, SourceDir: cfg.VaultSource, InboxDir: cfg.VaultInbox, Device: device,
 			DataDir: cfg.DataDir, Engine: engine, Fallback: fallback, Language: cfg.VaultLanguage,
-			Policy: policyFrom(cfg), Concurrency: cfg.VaultConcurrency,
+			Policy: policy, Concurrency: cfg.VaultConcurrency,
 		}, d.jobs, d.blobs, d.logger)
 		if err != nil {
 			return nil, err

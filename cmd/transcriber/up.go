@@ -174,7 +174,13 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	var intakesDone sync.WaitGroup
 	var names []string
 	for _, in := range run {
-		loop, err := in.loop(cfg, intakeDeps{jobs: conn.jobs(cfg), blobs: blobs, logger: logger})
+		deps := intakeDeps{jobs: conn.jobs(cfg), blobs: blobs, logger: logger, choices: choices{engine: true, policy: true}}
+		if !r.worker {
+			// An intake without the service's workers beside it leaves to
+			// them what its own settings do not name.
+			deps.choices = clientChoices(env, fs)
+		}
+		loop, err := in.loop(cfg, deps)
 		if err != nil {
 			return err
 		}

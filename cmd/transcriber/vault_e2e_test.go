@@ -471,12 +471,16 @@ func TestVaultRecordingOfALostWorkerIsRetried(t *testing.T) {
 	}
 	w := cl.worker(t)
 	v := t.TempDir()
+	// The vault machine names no engine and no retry policy: the jobs
+	// take the workers' (openai, a 6 s schedule).
 	getenv := func(k string) string {
 		switch k {
 		case "TRANSCRIBER_DEVICE":
 			return "mac"
 		case "TRANSCRIBER_HTTP_ADDR":
 			return "127.0.0.1:0"
+		case "TRANSCRIBER_ENGINE", "TRANSCRIBER_RETRY_SCHEDULE":
+			return ""
 		}
 		return cl.getenv(k)
 	}
