@@ -42,6 +42,12 @@ type scriptedOpenAI struct {
 func newScriptedOpenAI(t *testing.T, script ...int) *scriptedOpenAI {
 	s := &scriptedOpenAI{script: script, arrived: make(chan int, 16)}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "PRI" {
+			// Another test's gRPC client on this port's former owner, not
+			// a request of the job (see openAIStandIn.serve).
+			w.WriteHeader(http.StatusHTTPVersionNotSupported)
+			return
+		}
 		s.mu.Lock()
 		n := s.n
 		s.n++

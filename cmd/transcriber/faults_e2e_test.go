@@ -108,6 +108,12 @@ func newBlockingEngine(t *testing.T, answers ...string) *blockingEngine {
 	inner := newOpenAIStandIn(t)
 	handler := inner.Config.Handler
 	inner.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "PRI" {
+			// Another test's gRPC client on this port's former owner: not
+			// a request of the job under test (see openAIStandIn.serve).
+			handler.ServeHTTP(w, r)
+			return
+		}
 		b.mu.Lock()
 		n := b.arrived
 		b.arrived++
@@ -171,6 +177,12 @@ func startCluster(t *testing.T, engineURL string) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	// On a loaded machine the frontend may answer before it has loaded
+	// the namespace; a job started then is refused as "not found".
+	waitFor(t, "the cluster's namespace", func() bool {
+		_, err := c.WorkflowService().DescribeNamespace(context.Background(), &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
+		return err == nil
+	})
 	return &cluster{srv: srv, c: c, dataDir: dataDir, env: []string{
 		"TEMPORAL_ADDRESS=" + srv.FrontendAddr(),
 		"TRANSCRIBER_DATA_DIR=" + dataDir,
