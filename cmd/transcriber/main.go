@@ -68,6 +68,7 @@ func commands() []command {
 		{"api", "serve the HTTP job API alone against an existing Temporal server", runAPI},
 		{"transcribe", "transcribe files and print the transcripts", runTranscribe},
 		{"jobs", "list, show, revive and cancel jobs", runJobs},
+		{"recognizer", "run the reference recognition service of the nats engine", runRecognizer},
 		{"version", "print the version and the Temporal versions it embeds", runVersion},
 	}
 }
