@@ -66,9 +66,19 @@ func (s *Server) Stop() {
 // the broker's life, so they go at debug, its warnings and errors as such.
 type slogAdapter struct{ l *slog.Logger }
 
-func (a *slogAdapter) Noticef(format string, v ...any) { a.l.Debug("nats: " + fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Warnf(format string, v ...any)   { a.l.Warn("nats: " + fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Fatalf(format string, v ...any)  { a.l.Error("nats: " + fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Errorf(format string, v ...any)  { a.l.Error("nats: " + fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Debugf(format string, v ...any)  { a.l.Debug("nats: " + fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Tracef(format string, v ...any)  { a.l.Debug("nats: " + fmt.Sprintf(format, v...)) }
+func (a *slogAdapter) Noticef(format string, v ...any) {
+	a.l.Debug("nats: " + fmt.Sprintf(format, v...))
+}
+func (a *slogAdapter) Warnf(format string, v ...any) { a.l.Warn("nats: " + fmt.Sprintf(format, v...)) }
+func (a *slogAdapter) Fatalf(format string, v ...any) {
+	a.l.Error("nats: " + fmt.Sprintf(format, v...))
+}
+func (a *slogAdapter) Errorf(format string, v ...any) {
+	a.l.Error("nats: " + fmt.Sprintf(format, v...))
+}
+func (a *slogAdapter) Debugf(format string, v ...any) {
+	a.l.Debug("nats: " + fmt.Sprintf(format, v...))
+}
+func (a *slogAdapter) Tracef(format string, v ...any) {
+	a.l.Debug("nats: " + fmt.Sprintf(format, v...))
+}
