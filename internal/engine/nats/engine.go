@@ -215,6 +215,9 @@ func (e *Engine) PollInterval() time.Duration { return pollInterval }
 
 const pollInterval = 30 * time.Second
 
+// publishTimeout bounds one attempt to hand a job to the broker.
+const publishTimeout = 10 * time.Second
+
 // ReplyDeadline is how long a service has to answer about audio of
 // length d: the configured deadline, else ten minutes plus four times the
 // audio, room for a queue in front of a busy service.
@@ -244,6 +247,11 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	if err != nil {
 		return engine.Submission{}, fmt.Errorf("nats: encode job message: %w", err)
 	}
+	// The step's own deadline is sized for recognising audio; a broker
+	// that has not acknowledged within seconds is down, and the attempt
+	// should end so that the back-off decides about the next.
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
 	if _, err := e.x.Ensure(ctx); err != nil {
 		return engine.Submission{}, unreachable("set up the exchange", err)
 	}
