@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,10 @@ import (
 
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	natsengine "github.com/transcriber/transcriber/internal/engine/nats"
 	"github.com/transcriber/transcriber/internal/engine/nats/natstest"
@@ -179,9 +184,11 @@ func TestNatsResultsByHand(t *testing.T) {
 			t.Fatal("the first result was taken as a duplicate")
 		}
 		// Scenario: The same Nats-Msg-Id again changes nothing
-		if !nats.publish(t, "result:"+id+":1", resultBody(id, 1, "done")) {
-			t.Error("the repeat within the duplicate window was not taken as a duplicate")
-		}
+		t.Run("repeat", func(t *testing.T) {
+			if !nats.publish(t, "result:"+id+":1", resultBody(id, 1, "done")) {
+				t.Error("the repeat within the duplicate window was not taken as a duplicate")
+			}
+		})
 		r := awaitResult(t, done)
 		if r.code != 0 || strings.TrimSpace(r.stdout) != testaudio.GoForwardText {
 			t.Fatalf("transcribe: code %d, out %q\n%s", r.code, r.stdout, r.stderr)
@@ -229,6 +236,8 @@ func TestNatsResultsByHand(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, id) {
 			t.Errorf("jobs list: %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
+		// The review flag is a command of its own in the history.
+		keepHistory(t, u, "done-nats-needs-check", id)
 	})
 	if strings.Contains(u.logs.String(), testaudio.GoForwardText) {
 		t.Error("the log holds the transcript")
@@ -268,23 +277,57 @@ func TestNatsReplyDeadline(t *testing.T) {
 	}
 
 	// Scenario: A result after the deadline leaves the job dead and is logged as dropped
-	nats.publish(t, "result:"+id+":1", resultBody(id, 1, "done"))
-	waitFor(t, "the late result dropped", func() bool {
-		return strings.Contains(u.logs.String(), "recognition result dropped") && strings.Contains(u.logs.String(), "job_id="+id)
+	t.Run("late result", func(t *testing.T) {
+		nats.publish(t, "result:"+id+":1", resultBody(id, 1, "done"))
+		waitFor(t, "the late result dropped", func() bool {
+			return strings.Contains(grepLines(u.logs.String(), "job_id="+id), "recognition result dropped")
+		})
+		if got := natsJobState(t, u, id); got != "dead timeout " {
+			t.Errorf("job after a late result = %q; want still dead", got)
+		}
 	})
-	if got := natsJobState(t, u, id); got != "dead timeout " {
-		t.Errorf("job after a late result = %q; want still dead", got)
-	}
 
 	// Scenario: A revive publishes the job anew with the next submission number
-	if r := runCLI(t, u.client, "jobs", "revive", id); r.code != 0 {
-		t.Fatalf("jobs revive: %d\n%s", r.code, r.stderr)
+	t.Run("revive", func(t *testing.T) {
+		if r := runCLI(t, u.client, "jobs", "revive", id); r.code != 0 {
+			t.Fatalf("jobs revive: %d\n%s", r.code, r.stderr)
+		}
+		nats.jobMessage(t, "job:"+id+":2")
+		nats.publish(t, "result:"+id+":2", resultBody(id, 2, "done"))
+		waitFor(t, "the revived job done", func() bool { return natsJobState(t, u, id) == "done" })
+		if m := metricsText(t, u); !strings.Contains(m, `transcriber_failures_total{kind="timeout"} 1`) {
+			t.Errorf("metrics lack one timeout failure:\n%s", grepLines(m, "failures_total"))
+		}
+		keepHistory(t, u, "dead-revived-nats", id)
+	})
+}
+
+// keepHistory checks that a closed job's history replays and, with
+// -update-histories, keeps it for the workflows package's replay test.
+func keepHistory(t *testing.T, u *upInstance, name, id string) {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
+	if err != nil {
+		t.Fatal(err)
 	}
-	nats.jobMessage(t, "job:"+id+":2")
-	nats.publish(t, "result:"+id+":2", resultBody(id, 2, "done"))
-	waitFor(t, "the revived job done", func() bool { return natsJobState(t, u, id) == "done" })
-	if m := metricsText(t, u); !strings.Contains(m, `transcriber_failures_total{kind="timeout"} 1`) {
-		t.Errorf("metrics lack one timeout failure:\n%s", grepLines(m, "failures_total"))
+	defer c.Close()
+	body, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(closedHistory(t, c, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name+".json")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replayer := worker.NewWorkflowReplayer()
+	replayer.RegisterWorkflowWithOptions(workflows.TranscribeRecording, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	if err := replayer.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {
+		t.Errorf("%s does not replay: %v", name, err)
+	}
+	if *updateHistories {
+		if err := os.WriteFile(filepath.Join(historyDir, name+".json"), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
