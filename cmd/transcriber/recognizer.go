@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"time"
+
+	natsio "github.com/nats-io/nats.go"
 
 	"github.com/transcriber/transcriber/internal/audio"
 	"github.com/transcriber/transcriber/internal/blob"
@@ -94,8 +98,36 @@ func runRecognizer(ctx context.Context, args []string, env func(string) string, 
 		Recognize: recognizeWith(rec, tools), WorkDir: os.TempDir(), HTTP: nil,
 		Logger: logger.With("engine", inner),
 	}
+	if nc.RecognizerHTTPAddr != "" {
+		stop, err := serveRecognizerHealth(nc.RecognizerHTTPAddr, conn)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	logger.Info("recognizer is starting", "nats", nc.URL, "queue", nc.Service, "engine", inner)
 	return svc.Run(ctx)
+}
+
+// serveRecognizerHealth answers health checks: alive while the process
+// runs, ready while it is connected to the broker.
+func serveRecognizerHealth(addr string, conn *natsio.Conn) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("recognizer http: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !conn.IsConnected() {
+			http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
 }
 
 func recognizerVersion() string {

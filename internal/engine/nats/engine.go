@@ -38,6 +38,9 @@ type Config struct {
 	// RecognizerEngine is the engine "transcriber recognizer" recognises
 	// with.
 	RecognizerEngine string
+	// RecognizerHTTPAddr is where "transcriber recognizer" answers health
+	// checks; empty serves nothing.
+	RecognizerHTTPAddr string
 	// Blobs, set by the wiring rather than a setting, reads the results
 	// that services leave in the shared store (result_s3).
 	Blobs Opener
