@@ -92,7 +92,7 @@ func keptSecret(path string) (string, error) {
 		return "", err
 	}
 	if _, err := f.WriteString(secret + "\n"); err != nil {
-		f.Close()
+		_ = f.Close() // the write's error is the news
 		return "", err
 	}
 	return secret, f.Close()

@@ -265,7 +265,7 @@ func TestNatsReplyDeadline(t *testing.T) {
 	done := transcribeAsync(t, u.client, note)
 	id := cliJobID(t, note, "nats")
 	msg := nats.jobMessage(t, "job:"+id+":1")
-	if d := msg.ReplyDeadline.Sub(time.Now()); d > 6*time.Second {
+	if d := time.Until(msg.ReplyDeadline); d > 6*time.Second {
 		t.Errorf("reply deadline in %v; want 5s", d)
 	}
 	r := awaitResult(t, done)

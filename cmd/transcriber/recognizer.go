@@ -105,7 +105,7 @@ func runRecognizer(ctx context.Context, args []string, env func(string) string, 
 		}
 		defer stop()
 	}
-	logger.Info("recognizer is starting", "nats", nc.URL, "queue", nc.Service, "engine", inner)
+	logger.Info("recognizer is starting", "nats", natsengine.Redact(nc.URL), "queue", nc.Service, "engine", inner)
 	return svc.Run(ctx)
 }
 
@@ -117,13 +117,13 @@ func serveRecognizerHealth(addr string, conn *natsio.Conn) (stop func(), err err
 		return nil, fmt.Errorf("recognizer http: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !conn.IsConnected() {
 			http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ok")
+		_, _ = io.WriteString(w, "ok\n")
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,9 +78,22 @@ func Connect(c Config, name string) (*natsio.Conn, error) {
 	}
 	nc, err := natsio.Connect(c.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats %s: %w", c.URL, err)
+		return nil, fmt.Errorf("nats %s: %w", Redact(c.URL), err)
 	}
 	return nc, nil
+}
+
+// Redact hides the credentials a NATS URL may carry (nats://user:pass@host),
+// so that the URL can be logged.
+func Redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = url.User("redacted")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 func tlsConfig(c Config) (*tls.Config, error) {

@@ -674,3 +674,10 @@ func TestServicesShareQueue(t *testing.T) {
 func waiting(id string) Job {
 	return Job{State: "transcribing", OperationID: OperationID(id, 1), Deadline: time.Now().Add(time.Hour)}
 }
+
+func TestRedact(t *testing.T) {
+	got := Redact("nats://alice:s3cret@a:4222, nats://b:4222")
+	if strings.Contains(got, "s3cret") || !strings.Contains(got, "nats://b:4222") {
+		t.Errorf("Redact = %q; want the password gone and the other URL kept", got)
+	}
+}

@@ -222,7 +222,7 @@ func (s *Service) work(ctx context.Context, job JobMessage) (engine.Result, erro
 	if err != nil {
 		return engine.Result{}, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // a temporary copy
 	path := filepath.Join(dir, "audio"+extOf(job.Audio.MIMEType))
 	if err := s.download(ctx, job.Audio.URL, path); err != nil {
 		return engine.Result{}, err
