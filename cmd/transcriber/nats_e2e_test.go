@@ -388,9 +388,16 @@ func TestNatsRecognizerEndToEnd(t *testing.T) {
 	if !strings.Contains(show, "transcriber-recognizer") {
 		t.Errorf("jobs show does not name the service:\n%s", show)
 	}
+	secret, err := os.ReadFile(filepath.Join(dataDir, "nats-audio-secret"))
+	if err != nil || len(strings.TrimSpace(string(secret))) < 16 {
+		t.Fatalf("no audio URL secret kept in the data directory: %v", err)
+	}
 	for _, logs := range []string{u.logs.String(), recLogs.String()} {
 		if strings.Contains(logs, testaudio.GoForwardText) {
 			t.Error("a log holds the transcript")
+		}
+		if strings.Contains(logs, strings.TrimSpace(string(secret))) {
+			t.Error("a log holds the audio URL secret")
 		}
 	}
 	if !strings.Contains(recLogs.String(), "job answered") {

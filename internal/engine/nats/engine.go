@@ -322,8 +322,11 @@ func (e *Engine) settle(ctx context.Context, r ResultMessage, raw []byte) (engin
 			code = engine.Scrub(r.Error.Code, "", maxCode)
 			msg = engine.Scrub(r.Error.Message, "", 500)
 		}
-		err := &engine.Error{Kind: engine.Unavailable, Final: true, Code: code,
-			Message: fmt.Sprintf("recognition service %s gave up: %s", r.Service.Name, msg)}
+		who := "the recognition service"
+		if r.Service.Name != "" {
+			who = "recognition service " + engine.Scrub(r.Service.Name, "", maxName)
+		}
+		err := &engine.Error{Kind: engine.Unavailable, Final: true, Code: code, Message: who + " gave up: " + msg}
 		return engine.Submission{}, err.KeepRaw(raw, "application/json")
 	}
 	body := struct {

@@ -87,6 +87,12 @@ func (in *Inbox) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			in.Logger.Warn("recognition inbox", "error", err)
+			// A broken consumer fails every call at once; pace the retries.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
 			continue
 		}
 		in.handle(ctx, msg)
@@ -104,6 +110,9 @@ func (in *Inbox) now() time.Time {
 // for good, handed back when our own side could not judge it yet.
 func (in *Inbox) handle(ctx context.Context, msg jetstream.Msg) {
 	redo, err := in.apply(ctx, msg.Headers().Get(jetstream.MsgIDHeader), msg.Data())
+	if err != nil && !redo {
+		in.Logger.Warn("recognition result", "error", err)
+	}
 	if redo {
 		delay := retryIn
 		if errors.Is(err, errNotYet) {

@@ -568,6 +568,12 @@ func TestResultSchemaAgrees(t *testing.T) {
 			t.Errorf("an envelope without %q, which the schema requires, is accepted", f)
 		}
 	}
+	// The id names the submission; a body without it, or without the
+	// service, is still a result.
+	lean := map[string]any{"schema_version": 1, "job_id": "j", "status": "done", "text": "hi"}
+	if r, err := ReadResult("result:j:3", encode(t, lean)); err != nil || r.Submission != 3 {
+		t.Errorf("lean envelope: %+v, %v; want submission 3 from the id", r, err)
+	}
 	bad := result("j", 1, StatusError, "")
 	if _, err := ReadResult("result:j:1", encode(t, bad)); err == nil {
 		t.Error("an error envelope without error is accepted")

@@ -117,7 +117,7 @@ type ResultMessage struct {
 	ResultS3      *ObjectRef         `json:"result_s3,omitempty"`
 	RawS3Key      string             `json:"raw_s3_key,omitempty"`
 	Error         *ErrorInfo         `json:"error,omitempty"`
-	Service       ServiceInfo        `json:"service"`
+	Service       ServiceInfo        `json:"service,omitzero"`
 	Metrics       map[string]float64 `json:"metrics,omitempty"`
 }
 
@@ -165,6 +165,10 @@ func ReadResult(msgID string, body []byte) (ResultMessage, error) {
 	if err := json.Unmarshal(body, &r); err != nil {
 		return ResultMessage{}, fmt.Errorf("not a JSON result envelope: %w", err)
 	}
+	if r.Submission == 0 {
+		// The id names the submission already; a body may leave it out.
+		r.Submission = submissionOf(msgID, r.JobID)
+	}
 	if err := r.validate(); err != nil {
 		return ResultMessage{}, err
 	}
@@ -176,6 +180,20 @@ func ReadResult(msgID string, body []byte) (ResultMessage, error) {
 		return ResultMessage{}, fmt.Errorf("Nats-Msg-Id %q does not match the envelope; want %q", msgID, want)
 	}
 	return r, nil
+}
+
+// submissionOf reads n from a result's id for job, or 0.
+func submissionOf(msgID, jobID string) int {
+	rest, ok := strings.CutPrefix(msgID, "result:"+jobID+":")
+	if !ok {
+		return 0
+	}
+	rest = strings.TrimSuffix(rest, processingSuffix)
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
 }
 
 func (r ResultMessage) validate() error {
@@ -190,8 +208,8 @@ func (r ResultMessage) validate() error {
 	if r.Submission < 1 {
 		bad("submission must be at least 1")
 	}
-	if r.Service.Name == "" || len(r.Service.Name) > maxName || len(r.Service.Version) > maxName {
-		bad("service.name must have 1 to %d bytes, service.version at most %d", maxName, maxName)
+	if len(r.Service.Name) > maxName || len(r.Service.Version) > maxName {
+		bad("service.name and service.version must have at most %d bytes", maxName)
 	}
 	switch r.Status {
 	case StatusProcessing:
