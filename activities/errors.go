@@ -56,7 +56,7 @@ func kindOf(ctx context.Context, call Call, err error) error {
 	}
 	if e, ok := engine.AsError(err); ok {
 		d := failureDetail(err, e)
-		if e.Kind.Verdict() {
+		if e.Kind.Verdict() || e.Final {
 			return verdict(e.Kind, e.Error(), d)
 		}
 		return retry(ctx, call, e.Kind, e.Error(), e.RetryAfter, d)

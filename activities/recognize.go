@@ -27,6 +27,9 @@ type RecognizeInput struct {
 	// Chunk is set when the audio is one chunk of a longer recording: a
 	// chunk without speech is then an empty part, not a verdict on the job.
 	Chunk bool `json:"chunk,omitempty"`
+	// Submission counts the job's submissions (see engine.Request); zero
+	// in histories from before it was counted.
+	Submission int `json:"submission,omitempty"`
 }
 
 // CheckInput names an engine operation that is still running.
@@ -53,6 +56,14 @@ type Recognition struct {
 	// new operation: engines that take a known share of the audio's length
 	// are not asked before they can be done.
 	FirstCheckAfter time.Duration `json:"first_check_after,omitempty"`
+	// OperationTimeout, when set, is the deadline the engine gave its
+	// provider for the new operation, which the job then keeps.
+	OperationTimeout time.Duration `json:"operation_timeout,omitempty"`
+	// Service and ServiceVersion name the recognition service that did the
+	// work; NeedsCheck is its request for a person to review the result.
+	Service        string `json:"service,omitempty"`
+	ServiceVersion string `json:"service_version,omitempty"`
+	NeedsCheck     bool   `json:"needs_check,omitempty"`
 }
 
 // heartbeatEvery keeps the lease of a long engine call; it must stay well
@@ -87,7 +98,7 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	start := time.Now()
 	sub, err := rec.Submit(ctx, engine.Request{
 		AudioPath: path, Language: in.Language, Prompt: in.Prompt, Duration: in.Duration,
-		JobID: activity.GetInfo(ctx).WorkflowExecution.ID,
+		JobID: activity.GetInfo(ctx).WorkflowExecution.ID, AudioKey: in.AudioKey, Submission: in.Submission,
 	})
 	a.observe(in.Engine, start)
 	if err != nil {
@@ -96,6 +107,9 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	out, err := a.settle(ctx, rec, in.Engine, in.Duration, sub, in.Chunk)
 	if fc, ok := rec.(engine.FirstChecker); ok && err == nil && !out.Done {
 		out.FirstCheckAfter = fc.FirstCheck(in.Duration)
+	}
+	if err == nil && !out.Done {
+		out.OperationTimeout = sub.Deadline
 	}
 	return out, err
 }
@@ -162,7 +176,8 @@ func (a *Activities) settle(ctx context.Context, rec Recognizer, engineName stri
 	if err != nil {
 		return Recognition{}, err
 	}
-	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.Words()}, nil
+	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.Words(),
+		Service: res.Service, ServiceVersion: res.ServiceVersion, NeedsCheck: res.NeedsCheck}, nil
 }
 
 func (a *Activities) storeTranscript(ctx context.Context, doc transcript.Document) (string, error) {

@@ -50,7 +50,13 @@ var (
 	StateKey  = temporal.NewSearchAttributeKeyKeyword("TranscriptionState")
 	SourceKey = temporal.NewSearchAttributeKeyKeyword("TranscriptionSource")
 	EngineKey = temporal.NewSearchAttributeKeyKeyword("TranscriptionEngine")
+	// ReviewKey is ReviewNeedsCheck on a done job whose recognition service
+	// asked for a person to check the transcript, and unset otherwise.
+	ReviewKey = temporal.NewSearchAttributeKeyKeyword("TranscriptionReview")
 )
+
+// ReviewNeedsCheck is the value of ReviewKey on a job to review.
+const ReviewNeedsCheck = "needs_check"
 
 // SearchAttributes lists the custom search attributes a namespace needs.
 func SearchAttributes() map[string]enumspb.IndexedValueType {
@@ -58,6 +64,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		StateKey.GetName():  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SourceKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		EngineKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		ReviewKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
 }
 

@@ -26,10 +26,11 @@ func (j *jobState) recognize(ctx workflow.Context, p *Piece, chunk bool) error {
 	ctx = workflow.WithTaskQueue(ctx, EngineTaskQueue(j.s.Engine))
 	if p.OperationID == "" {
 		timeout := recognizeBase + recognizePerAudio*p.Duration
+		j.s.Submissions++
 		var rec activities.Recognition
 		err := workflow.ExecuteActivity(j.stepOptions(ctx, timeout, heartbeatTimeout), a.Recognize, activities.RecognizeInput{
 			Call: j.call(), AudioKey: p.AudioKey, Engine: j.s.Engine, Language: j.s.Language, Prompt: j.s.Prompt,
-			Duration: p.Duration, Chunk: chunk,
+			Duration: p.Duration, Chunk: chunk, Submission: j.s.Submissions,
 		}).Get(ctx, &rec)
 		if err != nil {
 			return err
@@ -39,7 +40,13 @@ func (j *jobState) recognize(ctx workflow.Context, p *Piece, chunk bool) error {
 			return nil
 		}
 		p.OperationID = rec.OperationID
-		p.OperationDeadline = workflow.Now(ctx).Add(j.s.Policy.operationTimeout(p.Duration))
+		limit := j.s.Policy.operationTimeout(p.Duration)
+		if rec.OperationTimeout > 0 {
+			// The engine told its provider when the job stops waiting;
+			// the job keeps that promise rather than a policy of its own.
+			limit = rec.OperationTimeout
+		}
+		p.OperationDeadline = workflow.Now(ctx).Add(limit)
 		p.PollInterval, p.FirstCheckAfter = rec.PollAfter, rec.FirstCheckAfter
 	}
 	for {
@@ -113,6 +120,7 @@ func (j *jobState) awaits(op string) bool {
 func (p *Piece) recognized(rec activities.Recognition) {
 	p.TranscriptKey, p.RawKey = rec.TranscriptKey, rec.RawKey
 	p.DetectedLanguage, p.Words = rec.Language, rec.Words
+	p.Service, p.ServiceVersion, p.NeedsCheck = rec.Service, rec.ServiceVersion, rec.NeedsCheck
 	p.OperationID, p.OperationDeadline = "", time.Time{}
 }
 

@@ -240,17 +240,27 @@ func (j *jobState) logger(ctx workflow.Context) log.Logger {
 func (j *jobState) enter(ctx workflow.Context, s job.State) error {
 	j.s.State = s
 	j.s.UpdatedAt = workflow.Now(ctx)
-	err := workflow.UpsertTypedSearchAttributes(ctx,
+	attrs := []temporal.SearchAttributeUpdate{
 		StateKey.ValueSet(string(s)),
 		SourceKey.ValueSet(string(j.s.Source)),
 		EngineKey.ValueSet(j.s.Engine),
-	)
+	}
+	// Only a job flagged for review asks for the version, so every other
+	// history replays unchanged.
+	if j.s.NeedsCheck && workflow.GetVersion(ctx, reviewAttribute, workflow.DefaultVersion, 1) >= 1 {
+		attrs = append(attrs, ReviewKey.ValueSet(ReviewNeedsCheck))
+	}
+	err := workflow.UpsertTypedSearchAttributes(ctx, attrs...)
 	if err != nil {
 		return fmt.Errorf("publish state %s: %w", s, err)
 	}
 	j.showProgress(ctx, s)
 	return nil
 }
+
+// reviewAttribute marks the change that publishes a recognition service's
+// request for review as the TranscriptionReview search attribute.
+const reviewAttribute = "review-attribute"
 
 func (j *jobState) finish(ctx workflow.Context, state job.State, f *job.Failure) {
 	j.s.FinishedAt = workflow.Now(ctx)

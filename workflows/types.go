@@ -110,10 +110,13 @@ type Status struct {
 	RemoveAt  time.Time `json:"remove_at,omitzero"`
 	RemovedAt time.Time `json:"removed_at,omitzero"`
 	// Revivals counts how often an operator resumed the job.
-	Revivals   int       `json:"revivals,omitempty"`
-	AcceptedAt time.Time `json:"accepted_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
+	Revivals int `json:"revivals,omitempty"`
+	// Submissions counts the pieces handed to engines, so that each
+	// submission has its own number and a retry of one keeps it.
+	Submissions int       `json:"submissions,omitempty"`
+	AcceptedAt  time.Time `json:"accepted_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	FinishedAt  time.Time `json:"finished_at,omitzero"`
 	// WebhookURL receives the job's outcome (see Input.WebhookURL).
 	WebhookURL string `json:"callback_url,omitempty"`
 	// Recipient and Policy travel with the job across continue-as-new.
@@ -138,6 +141,12 @@ type Piece struct {
 	RawKey            string    `json:"raw_key,omitempty"`
 	DetectedLanguage  string    `json:"detected_language,omitempty"`
 	Words             int       `json:"words,omitempty"`
+	// Service and ServiceVersion name the recognition service that did the
+	// work, for engines that hand jobs to services; NeedsCheck is set when
+	// that service asked for a person to review the transcript.
+	Service        string `json:"service,omitempty"`
+	ServiceVersion string `json:"service_version,omitempty"`
+	NeedsCheck     bool   `json:"needs_check,omitempty"`
 }
 
 // Chunk is one piece of a split recording and where it starts in it.

@@ -147,6 +147,10 @@ func showJob(ctx context.Context, jobs *jobctl.Service, cfg config.Config, geten
 	if st.FallbackFrom != "" {
 		row("fallback from", st.FallbackFrom)
 	}
+	row("service", strings.TrimSpace(st.Service+" "+st.ServiceVersion))
+	if st.NeedsCheck {
+		row("review", "needs check: the recognition service asks for a person to review the transcript")
+	}
 	row("language", st.Language)
 	row("detected language", st.DetectedLanguage)
 	row("title", st.Title)

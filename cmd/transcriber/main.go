@@ -69,6 +69,7 @@ func commands() []command {
 		{"transcribe", "transcribe files and print the transcripts", runTranscribe},
 		{"jobs", "list, show, revive and cancel jobs", runJobs},
 		{"vault", "transcribe the voice recordings of a notes vault into their notes", runVault},
+		{"recognizer", "run the reference recognition service of the nats engine", runRecognizer},
 		{"version", "print the version and the Temporal versions it embeds", runVersion},
 	}
 }

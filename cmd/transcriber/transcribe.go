@@ -18,6 +18,7 @@ import (
 
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
+	natsengine "github.com/transcriber/transcriber/internal/engine/nats"
 	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/transcript"
@@ -118,7 +119,10 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	logger := newLogger(cfg, stderr)
 	var blobDir string
 	mode := dialLocal
-	if cfg.TemporalAddress == "" {
+	// The recognition exchange answers the inbox and serves the audio of
+	// the "transcriber up" on this machine, which a private server could
+	// not reach: jobs of the nats engine go to it.
+	if cfg.TemporalAddress == "" && cfg.Engine != natsengine.Name {
 		// A one-shot run keeps nothing: its server lives in memory and its
 		// files in a temporary directory removed at exit.
 		mode = embedEphemeral

@@ -113,6 +113,12 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	}
 	defer ln.Close()
 
+	stopNats, err := prepareNats(cfg, r.mode == embedPersistent && r.worker, r.worker, logger)
+	if err != nil {
+		return err
+	}
+	defer stopNats()
+
 	conn, err := connect(ctx, cfg, r.mode, logger, tel)
 	if err != nil {
 		return err
@@ -125,9 +131,11 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 	if err != nil {
 		return err
 	}
+	natsSettings(cfg).Blobs = blobs
 	// Stopping the workers happens in the shutdown order below; the
 	// deferred call covers a start-up that fails before it.
 	stopWorkers := func() {}
+	var inbox func(context.Context) error
 	if r.worker {
 		stop, err := startWorker(cfg, conn.client, blobs, tel, true)
 		if err != nil {
@@ -135,6 +143,11 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 		}
 		stopWorkers = sync.OnceFunc(stop)
 		defer stopWorkers()
+		var closeInbox func()
+		if inbox, closeInbox, err = natsInbox(cfg, conn.jobs(cfg), logger); err != nil {
+			return err
+		}
+		defer closeInbox()
 	}
 
 	var api *httpapi.API
@@ -144,7 +157,7 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 		}
 	}
 	srv := &http.Server{
-		Handler: httpapi.NewHandler(httpapi.Options{
+		Handler: natsAudioRoute(cfg, httpapi.NewHandler(httpapi.Options{
 			API:       api,
 			Callbacks: engineCallbacks(cfg, conn.jobs(cfg), logger),
 			Gatherer:  tel.reg,
@@ -154,7 +167,7 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 					return err
 				},
 			},
-		}),
+		}), blobs, logger),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	if api != nil {
@@ -171,6 +184,9 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 		}
 		return nil
 	})
+	if inbox != nil {
+		g.Go(func() error { return inbox(gctx) })
+	}
 	var intakesDone sync.WaitGroup
 	var names []string
 	for _, in := range run {

@@ -102,8 +102,8 @@ func TestEngineSettingsComeFromTheRegistry(t *testing.T) {
 			t.Errorf("flag --%s = %+v; want one that names %s", v.Flag, f, v.Env)
 		}
 	}
-	if !slices.Equal(Engines, []string{"local", "openai", "speechkit", "assemblyai"}) {
-		t.Errorf("engines = %v; want local, openai, speechkit, assemblyai", Engines)
+	if !slices.Equal(Engines, []string{"local", "openai", "speechkit", "assemblyai", "nats"}) {
+		t.Errorf("engines = %v; want local, openai, speechkit, assemblyai, nats", Engines)
 	}
 }
 

@@ -103,8 +103,8 @@ func goModVersion(t *testing.T, module string) string {
 // Scenario: The compose file is valid and asks for the API tokens
 func TestComposeFileLoads(t *testing.T) {
 	p := project(t)
-	want := []string{"api", "bot", "grafana", "object-store", "object-store-bucket", "postgresql", "prometheus",
-		"temporal", "temporal-namespace", "temporal-schema", "temporal-ui", "worker"}
+	want := []string{"api", "bot", "grafana", "nats", "object-store", "object-store-bucket", "postgresql", "prometheus",
+		"recognizer", "temporal", "temporal-namespace", "temporal-schema", "temporal-ui", "worker"}
 	if got := p.ServiceNames(); !slices.Equal(got, want) {
 		t.Errorf("services = %q; want %q", got, want)
 	}

@@ -31,6 +31,13 @@ type Request struct {
 	// JobID names the job, for engines that call back when an operation
 	// finishes.
 	JobID string
+	// AudioKey is the audio's key in the blob store, for engines whose
+	// provider fetches the audio itself instead of receiving it.
+	AudioKey string
+	// Submission counts the job's submissions to engines, from 1: a retry
+	// of one submission keeps it, a revive that submits afresh does not,
+	// so an engine can tell a repeated publish from a new one.
+	Submission int
 }
 
 // Segment is a stretch of recognised speech with its place in the audio.
@@ -50,6 +57,12 @@ type Result struct {
 	Raw []byte `json:"-"`
 	// RawType is the media type of Raw, e.g. "application/json".
 	RawType string `json:"-"`
+	// Service names the recognition service that did the work, and its
+	// version, for engines that hand jobs to services of their own.
+	Service        string `json:"-"`
+	ServiceVersion string `json:"-"`
+	// NeedsCheck: the service asks for a person to review the transcript.
+	NeedsCheck bool `json:"-"`
 }
 
 // Limits are the largest audio one request to an engine may carry; zero
@@ -70,6 +83,9 @@ type Submission struct {
 	// checked again: the engine's share of a rate quota, or the
 	// Retry-After of a check it was refused for now.
 	CheckAfter time.Duration
+	// Deadline, when set, is how long the operation may run: the engine
+	// told its provider so, and the job gives up on it after as long.
+	Deadline time.Duration
 }
 
 // Done reports whether the submission carries a finished result.
@@ -119,7 +135,10 @@ type Error struct {
 	// shown: an answer may quote recognised text. RawType is its media type.
 	Raw     []byte
 	RawType string
-	Err     error
+	// Final makes the failure a verdict whatever its Kind: the provider
+	// itself gave up on this request, and asking again gets the same.
+	Final bool
+	Err   error
 }
 
 // MaxRawError bounds the raw answer an Error keeps: an error body is small,

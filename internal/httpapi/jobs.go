@@ -235,6 +235,11 @@ type jobView struct {
 	// FallbackFrom names the engine that gave up when another produced
 	// the text.
 	FallbackFrom string `json:"fallback_from,omitempty"`
+	// Service and ServiceVersion name the recognition service that did the
+	// work; NeedsCheck is its request for a person to review the text.
+	Service        string `json:"service,omitempty"`
+	ServiceVersion string `json:"service_version,omitempty"`
+	NeedsCheck     bool   `json:"needs_check,omitempty"`
 	// RemoveAt is until when the recordings are kept after the job closed;
 	// RemovedAt when they were removed.
 	RemoveAt  time.Time         `json:"remove_at,omitzero"`
@@ -278,7 +283,8 @@ func viewOf(st workflows.Status, pending []jobctl.Pending) jobView {
 		ID: st.JobID, State: st.State, Source: st.Source, Engine: st.Engine,
 		Language: st.Language, DetectedLanguage: st.DetectedLanguage, Words: st.Words,
 		DurationSeconds: st.Duration.Seconds(), Chunks: len(st.Chunks), ChunksDone: st.ChunksDone, Revivals: st.Revivals,
-		FallbackFrom: st.FallbackFrom, RemoveAt: st.RemoveAt, RemovedAt: st.RemovedAt,
+		FallbackFrom: st.FallbackFrom, Service: st.Service, ServiceVersion: st.ServiceVersion, NeedsCheck: st.NeedsCheck,
+		RemoveAt: st.RemoveAt, RemovedAt: st.RemovedAt,
 		Links:   links(st.JobID),
 		Timings: timingsView{AcceptedAt: st.AcceptedAt, UpdatedAt: st.UpdatedAt, FinishedAt: st.FinishedAt},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/transcriber/transcriber/internal/engine"
 	"github.com/transcriber/transcriber/internal/engine/assemblyai"
 	"github.com/transcriber/transcriber/internal/engine/local"
+	"github.com/transcriber/transcriber/internal/engine/nats"
 	"github.com/transcriber/transcriber/internal/engine/openai"
 	"github.com/transcriber/transcriber/internal/engine/speechkit"
 )
@@ -24,4 +25,5 @@ var Engines = engine.Registry{
 	openai.Registration,
 	speechkit.Registration,
 	assemblyai.Registration,
+	nats.Registration,
 }
