@@ -162,7 +162,7 @@ func (a *Activities) settle(ctx context.Context, rec Recognizer, engineName stri
 	if err != nil {
 		return Recognition{}, err
 	}
-	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.Words()}, nil
+	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.WordCount()}, nil
 }
 
 func (a *Activities) storeTranscript(ctx context.Context, doc transcript.Document) (string, error) {
@@ -235,7 +235,7 @@ func (a *Activities) merge(ctx context.Context, in MergeInput) (Recognition, err
 	if err != nil {
 		return Recognition{}, err
 	}
-	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.Words()}, nil
+	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.WordCount()}, nil
 }
 
 // storeRawChunks stores the list of the chunks' raw answers; none when no
