@@ -27,6 +27,12 @@ type RecognizeInput struct {
 	// Chunk is set when the audio is one chunk of a longer recording: a
 	// chunk without speech is then an empty part, not a verdict on the job.
 	Chunk bool `json:"chunk,omitempty"`
+	// Speakers and the rest are the job's further wishes of the engine
+	// (engine.Request has their meaning).
+	Speakers         bool    `json:"speakers,omitempty"`
+	SpeakersExpected int     `json:"speakers_expected,omitempty"`
+	Temperature      float64 `json:"temperature,omitempty"`
+	Translate        bool    `json:"translate,omitempty"`
 }
 
 // CheckInput names an engine operation that is still running.
@@ -71,6 +77,10 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	if err != nil {
 		return Recognition{}, err
 	}
+	if tr, ok := rec.(engine.Translator); in.Translate && (!ok || !tr.Translates()) {
+		// Recognised speech in its own language is not what was asked for.
+		return Recognition{}, engine.Errorf(engine.Rejected, "the %s engine does not translate; send translations to an engine that does (openai)", in.Engine)
+	}
 	work, cleanup, err := a.workDir()
 	if err != nil {
 		return Recognition{}, err
@@ -87,7 +97,8 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	start := time.Now()
 	sub, err := rec.Submit(ctx, engine.Request{
 		AudioPath: path, Language: in.Language, Prompt: in.Prompt, Duration: in.Duration,
-		JobID: activity.GetInfo(ctx).WorkflowExecution.ID,
+		JobID:    activity.GetInfo(ctx).WorkflowExecution.ID,
+		Speakers: in.Speakers, SpeakersExpected: in.SpeakersExpected, Temperature: in.Temperature, Translate: in.Translate,
 	})
 	a.observe(in.Engine, start)
 	if err != nil {
