@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/transcriber/transcriber/internal/job"
@@ -43,6 +45,22 @@ type Recognition struct {
 	SpeakersExpected int     `json:"speakers_expected,omitempty"`
 	Temperature      float64 `json:"temperature,omitempty"`
 	Translate        bool    `json:"translate,omitempty"`
+}
+
+// Key names what the wishes change in the result, for ids derived from
+// it; empty when there are none.
+func (r Recognition) Key() string {
+	var parts []string
+	if r.Speakers {
+		parts = append(parts, "speakers="+strconv.Itoa(r.SpeakersExpected))
+	}
+	if r.Temperature != 0 {
+		parts = append(parts, "temperature="+strconv.FormatFloat(r.Temperature, 'g', -1, 64))
+	}
+	if r.Translate {
+		parts = append(parts, "translate")
+	}
+	return strings.Join(parts, ";")
 }
 
 // Original is the recording as the sender gave it.
