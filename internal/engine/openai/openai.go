@@ -58,8 +58,8 @@ type Engine struct {
 	model     string
 	diarize   string
 	prompt    string
-	limits   engine.Limits
-	http     *engine.Client
+	limits    engine.Limits
+	http      *engine.Client
 }
 
 // New checks the configuration. A nil client gets one without an overall
@@ -88,9 +88,9 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 		translate: u.JoinPath("audio", "translations").String(),
 		model:     cfg.Model,
 		diarize:   cfg.DiarizeModel,
-		prompt:   cfg.Prompt,
-		limits:   limits,
-		http:     c,
+		prompt:    cfg.Prompt,
+		limits:    limits,
+		http:      c,
 	}, nil
 }
 
