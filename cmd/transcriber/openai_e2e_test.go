@@ -226,14 +226,16 @@ func TestOpenAIDiarizedAssemblyAI(t *testing.T) {
 	}
 
 	// Scenario: transcribe --speakers labels the speakers in subtitles
-	r := runCLI(t, u.client, "transcribe", "--speakers=2", "--format", "vtt", note)
-	if r.code != 0 || !strings.Contains(r.stdout, "<v Speaker A>Go forward.") {
-		t.Fatalf("transcribe --speakers: code %d, out %q, err:\n%s", r.code, r.stdout, r.stderr)
-	}
-	created := aai.Created()
-	if last := created[len(created)-1]; last["speakers_expected"] != float64(2) {
-		t.Errorf("AssemblyAI was asked %v; want two speakers expected", last)
-	}
+	t.Run("transcribe --speakers", func(t *testing.T) {
+		r := runCLI(t, u.client, "transcribe", "--speakers=2", "--format", "vtt", note)
+		if r.code != 0 || !strings.Contains(r.stdout, "<v Speaker A>Go forward.") {
+			t.Fatalf("transcribe --speakers: code %d, out %q, err:\n%s", r.code, r.stdout, r.stderr)
+		}
+		created := aai.Created()
+		if last := created[len(created)-1]; last["speakers_expected"] != float64(2) {
+			t.Errorf("AssemblyAI was asked %v; want two speakers expected", last)
+		}
+	})
 }
 
 // Scenario: Translations go to engines that translate, and others answer 400
