@@ -106,7 +106,7 @@ func TestOpenAIDropInLocal(t *testing.T) {
 	t.Run("words", func(t *testing.T) {
 		t.Parallel()
 		c := sdkFor(u, option.WithRequestTimeout(2*time.Minute), option.WithHeader("Idempotency-Key", "e2e-words"))
-		res, err := c.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{File: openFile(t, note), Model: openai.AudioModelWhisper1,
+		res, err := c.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{File: openFile(t, note), Model: "whisper-1",
 			ResponseFormat: openai.AudioResponseFormatVerboseJSON, TimestampGranularities: []string{"word"}})
 		if err != nil {
 			t.Fatal(err)
@@ -156,6 +156,7 @@ func TestOpenAIDropInLocal(t *testing.T) {
 	t.Run("translation refused by local", func(t *testing.T) {
 		t.Parallel()
 		c := sdkFor(u)
+		//lint:ignore SA1019 the SDK marks translations deprecated; clients still call them, which is what is tested
 		_, err := c.Audio.Translations.New(ctx, openai.AudioTranslationNewParams{File: openFile(t, note), Model: "local"})
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Code != "translation_unsupported" {
@@ -199,7 +200,7 @@ func TestOpenAIDiarizedAssemblyAI(t *testing.T) {
 	c := sdkFor(u)
 
 	res, err := c.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{File: openFile(t, note),
-		Model: openai.AudioModelGPT4oTranscribeDiarize, ResponseFormat: openai.AudioResponseFormatDiarizedJSON})
+		Model: "gpt-4o-transcribe-diarize", ResponseFormat: openai.AudioResponseFormatDiarizedJSON})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,8 @@ func TestOpenAITranslationForwarded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := sdkFor(u)
-	res, err := c.Audio.Translations.New(ctx, openai.AudioTranslationNewParams{File: openFile(t, note), Model: openai.AudioModelWhisper1})
+	//lint:ignore SA1019 the SDK marks translations deprecated; clients still call them, which is what is tested
+	res, err := c.Audio.Translations.New(ctx, openai.AudioTranslationNewParams{File: openFile(t, note), Model: "whisper-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +266,7 @@ func TestOpenAITranslationForwarded(t *testing.T) {
 	if words := v.AsTranscriptionVerbose().Words; len(words) != 4 || words[3].Word != "meters" {
 		t.Errorf("words = %+v; want the four words", words)
 	}
-	d, err := c.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{File: openFile(t, note), Model: openai.AudioModelGPT4oTranscribeDiarize,
+	d, err := c.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{File: openFile(t, note), Model: "gpt-4o-transcribe-diarize",
 		ResponseFormat: openai.AudioResponseFormatDiarizedJSON})
 	if err != nil {
 		t.Fatal(err)

@@ -105,7 +105,7 @@ func TestSDKVerboseWords(t *testing.T) {
 	h.work(t, 0)
 	c := sdkClient(t, h)
 	res, err := c.Audio.Transcriptions.New(context.Background(), openai.AudioTranscriptionNewParams{
-		File: recording("words"), Model: openai.AudioModelWhisper1, ResponseFormat: openai.AudioResponseFormatVerboseJSON,
+		File: recording("words"), Model: "whisper-1", ResponseFormat: openai.AudioResponseFormatVerboseJSON,
 		TimestampGranularities: []string{"word"}, Language: openai.String("en"), Temperature: openai.Float(0.2),
 	})
 	if err != nil {
@@ -133,7 +133,7 @@ func TestSDKVerboseWords(t *testing.T) {
 	}
 
 	res, err = c.Audio.Transcriptions.New(context.Background(), openai.AudioTranscriptionNewParams{
-		File: recording("both"), Model: openai.AudioModelWhisper1, ResponseFormat: openai.AudioResponseFormatVerboseJSON,
+		File: recording("both"), Model: "whisper-1", ResponseFormat: openai.AudioResponseFormatVerboseJSON,
 		TimestampGranularities: []string{"word", "segment"},
 	})
 	if err != nil {
@@ -151,7 +151,7 @@ func TestSDKDiarized(t *testing.T) {
 	h.work(t, 0)
 	c := sdkClient(t, h)
 	res, err := c.Audio.Transcriptions.New(context.Background(), openai.AudioTranscriptionNewParams{
-		File: recording("diarized"), Model: openai.AudioModelGPT4oTranscribeDiarize, ResponseFormat: openai.AudioResponseFormatDiarizedJSON,
+		File: recording("diarized"), Model: "gpt-4o-transcribe-diarize", ResponseFormat: openai.AudioResponseFormatDiarizedJSON,
 		KnownSpeakerNames: []string{"ann", "bob"}, ChunkingStrategy: openai.AudioTranscriptionNewParamsChunkingStrategyUnion{OfAuto: "auto"},
 		Include: []openai.TranscriptionInclude{"logprobs"},
 	})
@@ -188,7 +188,7 @@ func TestSDKStream(t *testing.T) {
 		h.work(t, 50*time.Millisecond)
 		c := sdkClient(t, h)
 		stream := c.Audio.Transcriptions.NewStreaming(context.Background(), openai.AudioTranscriptionNewParams{
-			File: recording("stream"), Model: openai.AudioModelGPT4oMiniTranscribe})
+			File: recording("stream"), Model: "gpt-4o-mini-transcribe"})
 		var deltas []string
 		var done string
 		for stream.Next() {
@@ -394,12 +394,14 @@ func TestSDKTranslations(t *testing.T) {
 	h := newHarness(t, func(o *APIOptions) { o.Translators = []string{"openai"} })
 	h.work(t, 0)
 	c := sdkClient(t, h)
+	//lint:ignore SA1019 the SDK marks translations deprecated; clients still call them, which is what is tested
 	_, err := c.Audio.Translations.New(context.Background(), openai.AudioTranslationNewParams{File: recording("local"), Model: "local"})
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Code != "translation_unsupported" ||
 		!strings.Contains(apiErr.Message, "openai") {
 		t.Errorf("translation by local = %v; want 400 translation_unsupported naming openai", err)
 	}
+	//lint:ignore SA1019 the SDK marks translations deprecated; clients still call them, which is what is tested
 	res, err := c.Audio.Translations.New(context.Background(), openai.AudioTranslationNewParams{File: recording("openai"), Model: "openai",
 		Prompt: openai.String("names"), ResponseFormat: openai.AudioTranslationNewParamsResponseFormatVerboseJSON})
 	if err != nil {
