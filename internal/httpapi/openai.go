@@ -242,13 +242,10 @@ const defaultWait = time.Hour
 // its timeout, as OpenAI's SDKs do with X-Stainless-Timeout, is waited for
 // until just before it would give up, however long the configured wait.
 func (a *API) waitFor(r *http.Request) (wait time.Duration, async bool) {
-	wait = a.opts.Wait
-	if wait <= 0 {
-		wait = defaultWait
-	}
-	if s, err := strconv.ParseFloat(r.Header.Get("X-Stainless-Timeout"), 64); err == nil && s > 0 {
-		wait = time.Duration(s * float64(time.Second) * 9 / 10)
-	}
+	wait = a.waitCap(r)
+	// wait=N bounds only an asynchronous answer: a client that did not
+	// opt in to 202 gets its transcript, however long that takes.
+	preferred := -1
 	for _, v := range r.Header.Values("Prefer") {
 		for _, pref := range strings.Split(v, ",") {
 			name, val, _ := strings.Cut(strings.TrimSpace(pref), "=")
@@ -257,24 +254,30 @@ func (a *API) waitFor(r *http.Request) (wait time.Duration, async bool) {
 				async = true
 			case "wait":
 				if n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(val), `"`)); err == nil && n >= 0 {
-					wait = min(wait, time.Duration(n)*time.Second)
+					preferred = n
 				}
 			}
 		}
 	}
-	if async && !preferWait(r) {
+	if async {
 		wait = 0
+		if preferred >= 0 {
+			wait = min(wait, time.Duration(preferred)*time.Second)
+		}
 	}
 	return wait, async
 }
 
-func preferWait(r *http.Request) bool {
-	for _, v := range r.Header.Values("Prefer") {
-		if strings.Contains(strings.ToLower(v), "wait=") {
-			return true
-		}
+// waitCap is the longest wait the client allows.
+func (a *API) waitCap(r *http.Request) time.Duration {
+	wait := a.opts.Wait
+	if wait <= 0 {
+		wait = defaultWait
 	}
-	return false
+	if s, err := strconv.ParseFloat(r.Header.Get("X-Stainless-Timeout"), 64); err == nil && s > 0 {
+		wait = time.Duration(s * float64(time.Second) * 9 / 10)
+	}
+	return wait
 }
 
 // Keep-alive: proxies and load balancers close connections that stay

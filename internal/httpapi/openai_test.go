@@ -110,6 +110,7 @@ func TestOpenAIFailuresAndTimeout(t *testing.T) {
 		{name: "shorter timeout", headers: map[string]string{"X-Stainless-Timeout": "0.1"}, wait: 90 * time.Millisecond},
 		{name: "respond-async", headers: map[string]string{"Prefer": "respond-async"}, async: true},
 		{name: "respond-async with wait", headers: map[string]string{"Prefer": "respond-async, wait=5", "X-Stainless-Timeout": "600"}, wait: 5 * time.Second, async: true},
+		{name: "wait alone does not cut the wait short", headers: map[string]string{"Prefer": "wait=5", "X-Stainless-Timeout": "600"}, wait: 540 * time.Second},
 	}
 	for _, tc := range waits {
 		r := form(t, "/v1/audio/transcriptions", &formFile{name: "a.ogg", body: ogg}, map[string]string{"model": "whisper-1"})
