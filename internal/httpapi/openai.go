@@ -260,10 +260,10 @@ func (a *API) waitFor(r *http.Request) (wait time.Duration, async bool) {
 		}
 	}
 	if async {
-		wait = 0
-		if preferred >= 0 {
-			wait = min(wait, time.Duration(preferred)*time.Second)
+		if preferred < 0 {
+			return 0, true
 		}
+		wait = min(wait, time.Duration(preferred)*time.Second)
 	}
 	return wait, async
 }
