@@ -236,6 +236,19 @@ func TestOpenAIDiarizedAssemblyAI(t *testing.T) {
 		if last := created[len(created)-1]; last["speakers_expected"] != float64(2) {
 			t.Errorf("AssemblyAI was asked %v; want two speakers expected", last)
 		}
+		// jobs show tells the same job's speakers one turn a line.
+		var id string
+		for _, line := range strings.Split(runCLI(t, u.client, "jobs", "list").stdout, "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[2] == "cli" {
+				id = f[0]
+			}
+		}
+		show := runCLI(t, u.client, "jobs", "show", id)
+		for _, want := range []string{"2 expected", "timed words:\t4", "Speaker A: Go forward.\nSpeaker B: Ten meters.\n"} {
+			if !strings.Contains(show.stdout, want) {
+				t.Errorf("jobs show %s = %q; want it to hold %q", id, show.stdout, want)
+			}
+		}
 	})
 }
 
