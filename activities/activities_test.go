@@ -812,3 +812,52 @@ func TestConvertRefusesUnsupportedLanguage(t *testing.T) {
 		}
 	}
 }
+
+// translatingEngine is a fake that translates.
+type translatingEngine struct{ fakeEngine }
+
+func (*translatingEngine) Translates() bool { return true }
+
+// Scenario: A job's wishes reach the engine, and a translation only an engine that translates
+func TestRecognizePassesWishesAndRefusesTranslation(t *testing.T) {
+	var got engine.Request
+	submit := func(_ context.Context, req engine.Request) (engine.Submission, error) {
+		got = req
+		return engine.Submission{Result: &engine.Result{Text: "hello", Words: []engine.Word{{Start: 0, End: time.Second, Text: "hello", Speaker: "A"}}}}, nil
+	}
+	in := RecognizeInput{Engine: "fake", Duration: time.Second, Speakers: true, SpeakersExpected: 3, Temperature: 0.4, Translate: true}
+
+	f := newFixture(t, &fakeEngine{submit: submit})
+	in.AudioKey = storedAudio(t, f)
+	_, err := f.env.ExecuteActivity(f.acts.Recognize, in)
+	if appErr := appError(t, err); appErr.Type() != string(job.EngineRejected) || !appErr.NonRetryable() || got.AudioPath != "" {
+		t.Fatalf("translation by an engine that does not translate = %v (engine called: %v); want a verdict before any call", err, got.AudioPath != "")
+	}
+
+	f = newFixture(t, &fakeEngine{})
+	f.acts.Engines["fake"] = &translatingEngine{fakeEngine{submit: submit}}
+	in.AudioKey = storedAudio(t, f)
+	v, err := f.env.ExecuteActivity(f.acts.Recognize, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Speakers || got.SpeakersExpected != 3 || got.Temperature != 0.4 || !got.Translate {
+		t.Errorf("request = %+v; want the job's wishes", got)
+	}
+	var out Recognition
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.blobs.Open(context.Background(), out.TranscriptKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	doc, err := transcript.Decode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Words) != 1 || doc.Words[0].Speaker != "A" {
+		t.Errorf("stored words = %+v; want the engine's word with its speaker", doc.Words)
+	}
+}

@@ -118,13 +118,15 @@ func TestConvertRefusesLimitsTooSmallToChunk(t *testing.T) {
 }
 
 // Scenario: Chunk transcripts merge with their offsets
+// Scenario: Chunked words move by their chunk's offset
 func TestMergeTranscripts(t *testing.T) {
 	f := newFixture(t, &fakeEngine{})
 	ctx := context.Background()
 	docs := []transcript.Document{
 		{Engine: "fake", Language: "en", Text: "one two", Segments: []transcript.Segment{{Start: 0, End: 1.5, Text: "one two"}}},
 		{Engine: "fake", Text: "", Segments: nil},
-		{Engine: "fake", Language: "en", Text: "three", Segments: []transcript.Segment{{Start: 0.25, End: 1, Text: "three"}}},
+		{Engine: "fake", Language: "en", Text: "three", Segments: []transcript.Segment{{Start: 0.25, End: 1, Text: "three", Speaker: "B"}},
+			Words: []transcript.Word{{Word: "three", Start: 0.25, End: 1, Speaker: "B"}}},
 	}
 	var parts []MergePart
 	for i, d := range docs {
@@ -158,9 +160,12 @@ func TestMergeTranscripts(t *testing.T) {
 	if doc.Text != "one two three" || doc.Duration != 90*time.Second {
 		t.Errorf("merged = %q over %v; want %q over 90s", doc.Text, doc.Duration, "one two three")
 	}
-	want := []transcript.Segment{{Start: 0, End: 1.5, Text: "one two"}, {Start: 60.25, End: 61, Text: "three"}}
+	want := []transcript.Segment{{Start: 0, End: 1.5, Text: "one two"}, {Start: 60.25, End: 61, Text: "three", Speaker: "B"}}
 	if len(doc.Segments) != 2 || doc.Segments[0] != want[0] || doc.Segments[1] != want[1] {
 		t.Errorf("segments = %+v; want %+v", doc.Segments, want)
+	}
+	if w := doc.Words; len(w) != 1 || w[0] != (transcript.Word{Word: "three", Start: 60.25, End: 61, Speaker: "B"}) {
+		t.Errorf("words = %+v; want three moved to 60.25 s with its speaker", w)
 	}
 
 	// Chunks that all came back empty are a recording without speech.

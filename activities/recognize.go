@@ -30,6 +30,12 @@ type RecognizeInput struct {
 	// Submission counts the job's submissions (see engine.Request); zero
 	// in histories from before it was counted.
 	Submission int `json:"submission,omitempty"`
+	// Speakers and the rest are the job's further wishes of the engine
+	// (engine.Request has their meaning).
+	Speakers         bool    `json:"speakers,omitempty"`
+	SpeakersExpected int     `json:"speakers_expected,omitempty"`
+	Temperature      float64 `json:"temperature,omitempty"`
+	Translate        bool    `json:"translate,omitempty"`
 }
 
 // CheckInput names an engine operation that is still running.
@@ -82,6 +88,10 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	if err != nil {
 		return Recognition{}, err
 	}
+	if tr, ok := rec.(engine.Translator); in.Translate && (!ok || !tr.Translates()) {
+		// Recognised speech in its own language is not what was asked for.
+		return Recognition{}, engine.Errorf(engine.Rejected, "the %s engine does not translate; send translations to an engine that does (openai)", in.Engine)
+	}
 	work, cleanup, err := a.workDir()
 	if err != nil {
 		return Recognition{}, err
@@ -99,6 +109,7 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	sub, err := rec.Submit(ctx, engine.Request{
 		AudioPath: path, Language: in.Language, Prompt: in.Prompt, Duration: in.Duration,
 		JobID: activity.GetInfo(ctx).WorkflowExecution.ID, AudioKey: in.AudioKey, Submission: in.Submission,
+		Speakers: in.Speakers, SpeakersExpected: in.SpeakersExpected, Temperature: in.Temperature, Translate: in.Translate,
 	})
 	a.observe(in.Engine, start)
 	if err != nil {
@@ -176,7 +187,7 @@ func (a *Activities) settle(ctx context.Context, rec Recognizer, engineName stri
 	if err != nil {
 		return Recognition{}, err
 	}
-	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.Words(),
+	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.WordCount(),
 		Service: res.Service, ServiceVersion: res.ServiceVersion, NeedsCheck: res.NeedsCheck}, nil
 }
 
@@ -250,7 +261,7 @@ func (a *Activities) merge(ctx context.Context, in MergeInput) (Recognition, err
 	if err != nil {
 		return Recognition{}, err
 	}
-	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.Words()}, nil
+	return Recognition{Done: true, TranscriptKey: key, RawKey: rawKey, Language: doc.Language, Words: doc.WordCount()}, nil
 }
 
 // storeRawChunks stores the list of the chunks' raw answers; none when no

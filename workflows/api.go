@@ -80,23 +80,31 @@ func HTTPJobID(key string) string { return "http-" + key }
 // HTTPContentJobID names an HTTP job sent without an idempotency key by
 // what determines its result, as CLIJobID does: sending the same recording
 // again finds its job.
-func HTTPContentJobID(contentSHA256 []byte, engine, language string) string {
-	return HTTPJobID(resultDigest(contentSHA256, engine, language))
+// Extras are whatever else changes the result (Recognition.Key); none
+// keeps the id a job without them always had.
+func HTTPContentJobID(contentSHA256 []byte, engine, language string, extras ...string) string {
+	return HTTPJobID(resultDigest(contentSHA256, engine, language, extras...))
 }
 
 // CLIJobID names a command-line job by what determines its result: the
 // recording's bytes, the engine and the language. Submitting the same file
 // again while it runs attaches to the running job instead of doubling work.
-func CLIJobID(contentSHA256 []byte, engine, language string) string {
-	return "cli-" + resultDigest(contentSHA256, engine, language)
+func CLIJobID(contentSHA256 []byte, engine, language string, extras ...string) string {
+	return "cli-" + resultDigest(contentSHA256, engine, language, extras...)
 }
 
-func resultDigest(contentSHA256 []byte, engine, language string) string {
+func resultDigest(contentSHA256 []byte, engine, language string, extras ...string) string {
 	h := sha256.New()
 	h.Write(contentSHA256)
 	h.Write([]byte{0})
 	h.Write([]byte(engine))
 	h.Write([]byte{0})
 	h.Write([]byte(language))
+	for _, e := range extras {
+		if e != "" {
+			h.Write([]byte{0})
+			h.Write([]byte(e))
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }

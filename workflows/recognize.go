@@ -30,7 +30,9 @@ func (j *jobState) recognize(ctx workflow.Context, p *Piece, chunk bool) error {
 		var rec activities.Recognition
 		err := workflow.ExecuteActivity(j.stepOptions(ctx, timeout, heartbeatTimeout), a.Recognize, activities.RecognizeInput{
 			Call: j.call(), AudioKey: p.AudioKey, Engine: j.s.Engine, Language: j.s.Language, Prompt: j.s.Prompt,
-			Duration: p.Duration, Chunk: chunk, Submission: j.s.Submissions,
+			Duration: p.Duration, Chunk: chunk, Submission: j.s.Submissions, Speakers: j.s.Recognition.Speakers,
+			SpeakersExpected: j.s.Recognition.SpeakersExpected, Temperature: j.s.Recognition.Temperature,
+			Translate: j.s.Recognition.Translate,
 		}).Get(ctx, &rec)
 		if err != nil {
 			return err

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/transcriber/transcriber/internal/job"
@@ -19,7 +21,10 @@ type Input struct {
 	Prompt    string         `json:"prompt,omitempty"`
 	Title     string         `json:"title,omitempty"`
 	Recipient *job.Recipient `json:"recipient,omitempty"`
-	Policy    Policy         `json:"policy"`
+	// Recognition asks more of the engine than the words: speaker labels,
+	// a temperature, English instead of the spoken language.
+	Recognition Recognition `json:"recognition,omitzero"`
+	Policy      Policy      `json:"policy"`
 	// AcceptedAt is when the intake took the recording, for the job's
 	// duration metric; zero means when the workflow started.
 	AcceptedAt time.Time `json:"accepted_at,omitzero"`
@@ -30,6 +35,32 @@ type Input struct {
 	// Resume carries the job's state across continue-as-new; nil when a job
 	// starts.
 	Resume *Status `json:"resume,omitempty"`
+}
+
+// Recognition is what a job asks of its engine besides the language and
+// prompt; engines that cannot honour a wish ignore it, except Translate,
+// which only engines that translate are given.
+type Recognition struct {
+	Speakers         bool    `json:"speakers,omitempty"`
+	SpeakersExpected int     `json:"speakers_expected,omitempty"`
+	Temperature      float64 `json:"temperature,omitempty"`
+	Translate        bool    `json:"translate,omitempty"`
+}
+
+// Key names what the wishes change in the result, for ids derived from
+// it; empty when there are none.
+func (r Recognition) Key() string {
+	var parts []string
+	if r.Speakers {
+		parts = append(parts, "speakers="+strconv.Itoa(r.SpeakersExpected))
+	}
+	if r.Temperature != 0 {
+		parts = append(parts, "temperature="+strconv.FormatFloat(r.Temperature, 'g', -1, 64))
+	}
+	if r.Translate {
+		parts = append(parts, "translate")
+	}
+	return strings.Join(parts, ";")
 }
 
 // Original is the recording as the sender gave it.
@@ -81,11 +112,13 @@ type Status struct {
 	Engine string     `json:"engine"`
 	// Language is the owner's choice; Piece.DetectedLanguage what the
 	// engine heard.
-	Language string   `json:"language,omitempty"`
-	Prompt   string   `json:"prompt,omitempty"`
-	Title    string   `json:"title,omitempty"`
-	Note     string   `json:"note,omitempty"`
-	Original Original `json:"original"`
+	Language string `json:"language,omitempty"`
+	Prompt   string `json:"prompt,omitempty"`
+	// Recognition is the job's further wishes of the engine.
+	Recognition Recognition `json:"recognition,omitzero"`
+	Title       string      `json:"title,omitempty"`
+	Note        string      `json:"note,omitempty"`
+	Original    Original    `json:"original"`
 	// Piece is the whole recording on its way through the engine; when it
 	// is split, its transcript is the merge of the chunks'.
 	Piece

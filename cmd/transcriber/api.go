@@ -5,10 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 
 	"github.com/transcriber/transcriber/activities"
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/config"
+	"github.com/transcriber/transcriber/internal/engine/openai"
 	"github.com/transcriber/transcriber/internal/httpapi"
 	"github.com/transcriber/transcriber/internal/jobctl"
 )
@@ -20,7 +22,8 @@ Serves the HTTP job API alone against the Temporal server at
 TEMPORAL_ADDRESS (default: the "transcriber up" on this machine), on
 $TRANSCRIBER_HTTP_ADDR with /healthz, /readyz and /metrics: POST /v1/jobs,
 GET /v1/jobs/{id}, its transcript, revive and cancel, and the
-OpenAI-compatible POST /v1/audio/transcriptions. Clients authenticate with
+OpenAI-compatible POST /v1/audio/transcriptions and translations and
+GET /v1/models. Clients authenticate with
 a bearer token from TRANSCRIBER_API_TOKENS; without one the job endpoints
 are off. Uploads are stored under TRANSCRIBER_DATA_DIR, which the workers
 must see too. Workers do the jobs it starts.`)
@@ -38,6 +41,7 @@ func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *s
 		MaxUploadBytes:       cfg.MaxUploadBytes,
 		Wait:                 cfg.APIWait,
 		Engines:              config.Engines,
+		Translators:          translators(config.Engines),
 		Engine:               func(named, language string) (string, string) { return jobEngines(cfg, named, language) },
 		Policy:               policyFrom(cfg),
 		Webhooks:             cfg.WebhookSecret != "",
@@ -54,6 +58,16 @@ func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *s
 			"webhooks", cfg.WebhookSecret != "")
 	}
 	return api, nil
+}
+
+// translators are the engines that translate into English: the
+// OpenAI-compatible engine forwards to its server's translations endpoint;
+// the others recognise speech in the language it was spoken in.
+func translators(engines []string) []string {
+	if slices.Contains(engines, openai.Name) {
+		return []string{openai.Name}
+	}
+	return nil
 }
 
 // newNotifier is the webhook step of a worker; without a secret it sends

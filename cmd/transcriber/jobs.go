@@ -156,6 +156,16 @@ func showJob(ctx context.Context, jobs *jobctl.Service, cfg config.Config, geten
 	row("title", st.Title)
 	row("note", st.Note)
 	row("original", st.Original.Name)
+	if r := st.Recognition; r.Speakers {
+		asked := "labelled where the engine can"
+		if r.SpeakersExpected > 0 {
+			asked += fmt.Sprintf(", %d expected", r.SpeakersExpected)
+		}
+		row("speakers", asked)
+	}
+	if st.Recognition.Translate {
+		row("translation", "into English")
+	}
 	if st.Duration > 0 {
 		row("duration", st.Duration.Round(time.Millisecond).String())
 	}
@@ -208,7 +218,24 @@ func showJob(ctx context.Context, jobs *jobctl.Service, cfg config.Config, geten
 		if err != nil {
 			return fmt.Errorf("transcript of job %s is not in %s (a worker on another machine may hold it): %w", id, blobs, err)
 		}
+		if len(doc.Words) > 0 {
+			fmt.Fprintf(w, "timed words:\t%d\n", len(doc.Words))
+		}
 		fmt.Fprintln(w, "transcript:")
+		if format == "txt" && doc.Speakers() {
+			// Who said what reads better one turn a line than as one
+			// paragraph with the names lost.
+			for _, seg := range doc.Segments {
+				name := "?"
+				if seg.Speaker != "" {
+					name = transcript.SpeakerName(seg.Speaker)
+				}
+				if _, err := fmt.Fprintf(w, "%s: %s\n", name, seg.Text); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		return transcript.Render(w, doc, format)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,8 +26,10 @@ import (
 	"github.com/transcriber/transcriber/internal/testaudio"
 )
 
-// openAIStandIn speaks the wire format of POST /v1/audio/transcriptions:
-// multipart form in, verbose JSON or an OpenAI error object out.
+// openAIStandIn speaks the wire format of POST /v1/audio/transcriptions
+// and /v1/audio/translations: multipart form in, verbose JSON (with words
+// when timestamp_granularities[] asks), diarized JSON for a diarize model,
+// or an OpenAI error object out.
 type openAIStandIn struct {
 	*httptest.Server
 	mu       sync.Mutex
@@ -80,7 +83,8 @@ func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, p)
 	}
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/audio/transcriptions" {
+	translate := r.URL.Path == "/v1/audio/translations"
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/audio/transcriptions" && !translate {
 		problem("unexpected " + r.Method + " " + r.URL.Path)
 		return
 	}
@@ -89,7 +93,7 @@ func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		problem("not multipart: " + r.Header.Get("Content-Type"))
 		return
 	}
-	fields, fileBytes := map[string]string{}, 0
+	fields, lists, fileBytes := map[string]string{}, map[string][]string{}, 0
 	mr := multipart.NewReader(r.Body, params["boundary"])
 	for {
 		p, err := mr.NextPart()
@@ -110,6 +114,7 @@ func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		fields[p.FormName()] = string(b)
+		lists[p.FormName()] = append(lists[p.FormName()], string(b))
 	}
 	if fileBytes == 0 || fields["model"] == "" {
 		problem("file and model are required")
@@ -120,14 +125,48 @@ func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		s.prompts = append(s.prompts, p)
 		s.mu.Unlock()
 	}
+	diarize := strings.Contains(fields["model"], "diarize")
+	switch {
+	case translate && (fields["language"] != "" || len(lists["timestamp_granularities[]"]) > 0):
+		// OpenAI's translations take neither.
+		problem("translations take no language or timestamp_granularities")
+		return
+	case diarize && (fields["response_format"] != "diarized_json" || fields["chunking_strategy"] == "" || fields["prompt"] != ""):
+		problem("gpt-4o-transcribe-diarize answers diarized_json, needs chunking_strategy and takes no prompt")
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	switch status {
-	case http.StatusOK:
+	switch {
+	case status == http.StatusOK && translate:
 		_ = json.NewEncoder(w).Encode(map[string]any{
+			"task": "translate", "language": "english", "duration": 2.79, "text": "In English: " + text,
+			"segments": []map[string]any{{"id": 0, "start": 0.3, "end": 2.5, "text": " In English: " + text}},
+		})
+	case status == http.StatusOK && diarize:
+		words := strings.Fields(text)
+		half := len(words) / 2
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"task": "transcribe", "duration": 2.79, "text": text,
+			"segments": []map[string]any{
+				{"type": "transcript.text.segment", "id": "seg_0", "start": 0.3, "end": 1.2, "text": strings.Join(words[:half], " "), "speaker": "A"},
+				{"type": "transcript.text.segment", "id": "seg_1", "start": 1.3, "end": 2.5, "text": strings.Join(words[half:], " "), "speaker": "B"},
+			},
+			"usage": map[string]any{"type": "tokens", "input_tokens": 30, "output_tokens": 5, "total_tokens": 35},
+		})
+	case status == http.StatusOK:
+		answer := map[string]any{
 			"task": "transcribe", "language": "english", "duration": 2.79, "text": text,
 			"segments": []map[string]any{{"id": 0, "start": 0.3, "end": 2.5, "text": " " + text}},
-		})
-	case http.StatusUnauthorized:
+		}
+		if slices.Contains(lists["timestamp_granularities[]"], "word") {
+			var words []map[string]any
+			for i, wd := range strings.Fields(text) {
+				words = append(words, map[string]any{"word": wd, "start": 0.3 + 0.5*float64(i), "end": 0.7 + 0.5*float64(i)})
+			}
+			answer["words"] = words
+		}
+		_ = json.NewEncoder(w).Encode(answer)
+	case status == http.StatusUnauthorized:
 		w.WriteHeader(status)
 		_, _ = fmt.Fprint(w, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`)
 	default:

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +57,8 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	fs.StringVar(&outDir, "o", "", "short for --output-dir")
 	force := fs.Bool("force", false, "overwrite transcript files that exist in the output dir")
 	quiet := fs.Bool("quiet", false, "print no progress on standard error, only errors")
+	var speakers speakersFlag
+	fs.Var(&speakers, "speakers", "label who speaks, through engines that can (assemblyai, openai); --speakers=N expects N speakers")
 	focusHelp(fs, transcribeUsage, stderr, transcribeSettings...)
 	if err := loadConfig(fs, &cfg, args); err != nil {
 		return err
@@ -190,7 +193,7 @@ func runTranscribe(ctx context.Context, args []string, env func(string) string, 
 	}
 	ids := make([]string, len(inputs))
 	for i, in := range inputs {
-		id, err := submitFile(ctx, jobs, blobs, cfg, in, named, *language, choice, mode != embedEphemeral)
+		id, err := submitFile(ctx, jobs, blobs, cfg, in, named, *language, speakers.recognition(), choice, mode != embedEphemeral)
 		if err != nil {
 			return fmt.Errorf("%s: %w", in.label, err)
 		}
@@ -427,7 +430,7 @@ func checkInput(path string) error {
 // submitFile keeps the recording in the blob store, then starts its job.
 // The store comes first: a job never refers to bytes that are not kept.
 func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg config.Config, in input, named, language string,
-	choice choices, toService bool) (string, error) {
+	rec workflows.Recognition, choice choices, toService bool) (string, error) {
 	f, err := os.Open(in.path)
 	if err != nil {
 		return "", err
@@ -446,7 +449,7 @@ func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg
 	if toService && !choice.policy {
 		policy = workflows.Policy{}
 	}
-	id := workflows.CLIJobID(h.Sum(nil), engine, language)
+	id := workflows.CLIJobID(h.Sum(nil), engine, language, rec.Key())
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return "", err
 	}
@@ -456,13 +459,14 @@ func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg
 		return "", err
 	}
 	req := workflows.Input{
-		Source:     job.SourceCLI,
-		Original:   workflows.Original{Key: key, Name: in.name, Size: size},
-		Engine:     engine,
-		Fallback:   fallback,
-		Language:   language,
-		Policy:     policy,
-		AcceptedAt: time.Now(),
+		Source:      job.SourceCLI,
+		Original:    workflows.Original{Key: key, Name: in.name, Size: size},
+		Engine:      engine,
+		Fallback:    fallback,
+		Language:    language,
+		Recognition: rec,
+		Policy:      policy,
+		AcceptedAt:  time.Now(),
 	}
 	// The same file submitted while its job runs joins that job; once the
 	// job has closed, submitting it again starts afresh.
@@ -470,6 +474,44 @@ func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg
 		return "", err
 	}
 	return id, nil
+}
+
+// speakersFlag is --speakers: alone it asks for speaker labels, with a
+// number it also says how many speakers to expect, which some providers
+// take as a hint.
+type speakersFlag struct {
+	on       bool
+	expected int
+}
+
+func (f *speakersFlag) String() string {
+	switch {
+	case f == nil || !f.on:
+		return "false"
+	case f.expected > 0:
+		return strconv.Itoa(f.expected)
+	}
+	return "true"
+}
+
+func (f *speakersFlag) Set(v string) error {
+	if b, err := strconv.ParseBool(v); err == nil {
+		f.on, f.expected = b, 0
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 32 {
+		return fmt.Errorf("%q is not true, false or a number of speakers from 1 to 32", v)
+	}
+	f.on, f.expected = true, n
+	return nil
+}
+
+// IsBoolFlag lets --speakers stand alone.
+func (f *speakersFlag) IsBoolFlag() bool { return true }
+
+func (f *speakersFlag) recognition() workflows.Recognition {
+	return workflows.Recognition{Speakers: f.on, SpeakersExpected: f.expected}
 }
 
 // safeExt keeps a short alphanumeric extension of a file name, which helps

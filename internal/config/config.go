@@ -236,7 +236,7 @@ var settings = []setting{
 			c.MaxUploadBytes, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			return err
 		}},
-	{"TRANSCRIBER_API_WAIT", "api-wait", "5m", "how long POST /v1/audio/transcriptions waits for the transcript before it answers 202 with the job id",
+	{"TRANSCRIBER_API_WAIT", "api-wait", "1h", "how long POST /v1/audio/transcriptions waits for the transcript when the client announces no timeout of its own (OpenAI's SDKs send X-Stainless-Timeout, which is waited for instead), before it answers 202 with the job id",
 		func(c *Config, v string) (err error) {
 			c.APIWait, err = time.ParseDuration(strings.TrimSpace(v))
 			return err

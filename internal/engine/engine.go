@@ -38,6 +38,23 @@ type Request struct {
 	// of one submission keeps it, a revive that submits afresh does not,
 	// so an engine can tell a repeated publish from a new one.
 	Submission int
+	// Speakers asks for each word and segment to be labelled with who
+	// spoke it, from engines that can tell; SpeakersExpected is how many
+	// speakers there are, zero when unknown, for providers that take it.
+	Speakers         bool
+	SpeakersExpected int
+	// Temperature is the sampling temperature, for engines that take one;
+	// zero leaves it to the engine.
+	Temperature float64
+	// Translate asks for the speech in English whatever it was spoken in,
+	// from engines that are Translators.
+	Translate bool
+}
+
+// Translator is an engine that can render speech as English text; jobs
+// that ask for a translation go only to such engines.
+type Translator interface {
+	Translates() bool
 }
 
 // Segment is a stretch of recognised speech with its place in the audio.
@@ -45,6 +62,17 @@ type Segment struct {
 	Start time.Duration `json:"start"`
 	End   time.Duration `json:"end"`
 	Text  string        `json:"text"`
+	// Speaker is the provider's label of who spoke ("A", "speaker_0");
+	// empty when the engine was not asked or cannot tell.
+	Speaker string `json:"speaker,omitempty"`
+}
+
+// Word is one recognised word with its place in the audio.
+type Word struct {
+	Start   time.Duration `json:"start"`
+	End     time.Duration `json:"end"`
+	Text    string        `json:"text"`
+	Speaker string        `json:"speaker,omitempty"`
 }
 
 // Result is a finished recognition.
@@ -52,6 +80,8 @@ type Result struct {
 	Text     string    `json:"text"`
 	Language string    `json:"language,omitempty"`
 	Segments []Segment `json:"segments,omitempty"`
+	// Words are the words with their times, for engines that give them.
+	Words []Word `json:"words,omitempty"`
 	// Raw is the provider's response exactly as received, kept for audits
 	// and for re-parsing after a parser fix.
 	Raw []byte `json:"-"`

@@ -52,8 +52,10 @@ type APIOptions struct {
 	// Wait is how long the OpenAI-compatible endpoint waits for a
 	// transcript before it answers with the job's id instead.
 	Wait time.Duration
-	// Engines are the engine names a request may ask for.
-	Engines []string
+	// Engines are the engine names a request may ask for; Translators
+	// those of them that translate speech into English.
+	Engines     []string
+	Translators []string
 	// Engine picks a job's engine, and the one that takes over when it
 	// gives up, from the engine asked for (empty when none was) and the
 	// language.
@@ -77,6 +79,8 @@ type API struct {
 
 	drainOnce sync.Once
 	draining  chan struct{}
+	// started dates the models /v1/models lists.
+	started time.Time
 }
 
 // DefaultMaxUploadBytes is the default limit of one upload: 1 GiB.
@@ -99,7 +103,7 @@ func NewAPI(opts APIOptions) (*API, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &API{opts: opts, log: opts.Logger, draining: make(chan struct{})}
+	a := &API{opts: opts, log: opts.Logger, draining: make(chan struct{}), started: time.Now()}
 	for _, t := range opts.Tokens {
 		if t = strings.TrimSpace(t); t != "" {
 			a.tokens = append(a.tokens, sha256.Sum256([]byte(t)))
@@ -134,6 +138,9 @@ var apiRoutes = []route{
 	{method: http.MethodPost, path: "/v1/jobs/{id}/revive", handler: (*API).reviveJob},
 	{method: http.MethodPost, path: "/v1/jobs/retry-pending", handler: (*API).retryPending},
 	{method: http.MethodPost, path: "/v1/audio/transcriptions", handler: (*API).openAITranscription},
+	{method: http.MethodPost, path: "/v1/audio/translations", handler: (*API).openAITranslation},
+	{method: http.MethodGet, path: "/v1/models", handler: (*API).listModels},
+	{method: http.MethodGet, path: "/v1/models/{id}", handler: (*API).getModel},
 }
 
 // mount adds the API's routes to mux.

@@ -31,6 +31,7 @@ var idempotencyKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,19
 // submission is what a request asks for besides the recording.
 type submission struct {
 	key, engine, language, webhook, prompt string
+	recognition                            workflows.Recognition
 }
 
 // maxPrompt bounds a prompt: OpenAI reads about 224 tokens of it, a few
@@ -91,7 +92,7 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 	} else {
 		// Without a key the bytes name the job; a cancelled one may be
 		// sent again.
-		id, policy = workflows.HTTPContentJobID(u.sha256, engine, s.language), jobctl.OnePerIDUnlessCancelled
+		id, policy = workflows.HTTPContentJobID(u.sha256, engine, s.language, s.recognition.Key()), jobctl.OnePerIDUnlessCancelled
 	}
 	rerun := policy == jobctl.OnePerIDUnlessCancelled
 	e, err := a.opts.Jobs.Lookup(ctx, id)
@@ -117,15 +118,16 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		return "", false, storageError(err)
 	}
 	in := workflows.Input{
-		Source:     job.SourceHTTP,
-		Original:   workflows.Original{Key: key, Ext: u.ext, Name: u.name, MIME: u.mime, Size: u.size},
-		Engine:     engine,
-		Fallback:   fallback,
-		Language:   s.language,
-		Prompt:     s.prompt,
-		Policy:     a.opts.Policy,
-		AcceptedAt: time.Now(),
-		WebhookURL: s.webhook,
+		Source:      job.SourceHTTP,
+		Original:    workflows.Original{Key: key, Ext: u.ext, Name: u.name, MIME: u.mime, Size: u.size},
+		Engine:      engine,
+		Fallback:    fallback,
+		Language:    s.language,
+		Prompt:      s.prompt,
+		Recognition: s.recognition,
+		Policy:      a.opts.Policy,
+		AcceptedAt:  time.Now(),
+		WebhookURL:  s.webhook,
 	}
 	existing, err = a.opts.Jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, ContentSHA256: hash, Policy: policy})
 	switch {

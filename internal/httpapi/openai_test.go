@@ -44,8 +44,8 @@ func TestOpenAITranscription(t *testing.T) {
 	tests := []struct {
 		format, contentType, want string
 	}{
-		{"", "application/json", `{"text":"go forward ten meters"}`},
-		{"json", "application/json", `{"text":"go forward ten meters"}`},
+		{"", "application/json", `{"text":"go forward ten meters","usage":{"type":"duration","seconds":2.79}}`},
+		{"json", "application/json", `{"text":"go forward ten meters","usage":{"type":"duration","seconds":2.79}}`},
 		{"text", "text/plain; charset=utf-8", "go forward ten meters\n"},
 		{"srt", "application/x-subrip; charset=utf-8", "1\n00:00:00,300 --> 00:00:01,200\ngo forward\n"},
 		{"vtt", "text/vtt; charset=utf-8", "WEBVTT\n"},
@@ -74,7 +74,10 @@ func TestOpenAITranscription(t *testing.T) {
 	t.Run("errors", func(t *testing.T) {
 		wantError(t, h.do(t, post(map[string]string{"response_format": "xml"}, ogg)), http.StatusBadRequest, "invalid_response_format")
 		wantError(t, h.do(t, post(map[string]string{"no_model": "1"}, ogg)), http.StatusBadRequest, "missing_model")
-		wantError(t, h.do(t, post(map[string]string{"stream": "true"}, ogg)), http.StatusBadRequest, "unsupported_stream")
+		wantError(t, h.do(t, post(map[string]string{"stream": "yes"}, ogg)), http.StatusBadRequest, "invalid_stream")
+		wantError(t, h.do(t, post(map[string]string{"temperature": "2"}, ogg)), http.StatusBadRequest, "invalid_temperature")
+		wantError(t, h.do(t, post(map[string]string{"speakers": "many"}, ogg)), http.StatusBadRequest, "invalid_speakers")
+		wantError(t, h.do(t, post(map[string]string{"timestamp_granularities[]": "char"}, ogg)), http.StatusBadRequest, "invalid_timestamp_granularities")
 		w := h.do(t, func() *http.Request { r := raw(ogg, ""); r.URL.Path = "/v1/audio/transcriptions"; return r }())
 		wantError(t, w, http.StatusBadRequest, "invalid_request")
 		if w.Header().Get("X-Should-Retry") != "false" {
@@ -95,15 +98,28 @@ func TestOpenAIFailuresAndTimeout(t *testing.T) {
 	if id == "" || w.Header().Get("Location") != "/v1/jobs/"+id {
 		t.Errorf("202 = %s, Location %q", w.Body, w.Header().Get("Location"))
 	}
-	// The SDK's announced timeout shortens the wait.
-	r := form(t, "/v1/audio/transcriptions", &formFile{name: "a.ogg", body: ogg}, map[string]string{"model": "whisper-1"})
-	r.Header.Set("X-Stainless-Timeout", "100")
-	if got := h.api.waitFor(r); got != 300*time.Millisecond {
-		t.Errorf("wait = %v; want the configured 300ms", got)
+	// The SDK's announced timeout decides the wait, longer or shorter.
+	waits := []struct {
+		name    string
+		headers map[string]string
+		wait    time.Duration
+		async   bool
+	}{
+		{name: "none announced", wait: 300 * time.Millisecond},
+		{name: "longer timeout", headers: map[string]string{"X-Stainless-Timeout": "100"}, wait: 90 * time.Second},
+		{name: "shorter timeout", headers: map[string]string{"X-Stainless-Timeout": "0.1"}, wait: 90 * time.Millisecond},
+		{name: "respond-async", headers: map[string]string{"Prefer": "respond-async"}, async: true},
+		{name: "respond-async with wait", headers: map[string]string{"Prefer": "respond-async, wait=5", "X-Stainless-Timeout": "600"}, wait: 5 * time.Second, async: true},
+		{name: "wait alone does not cut the wait short", headers: map[string]string{"Prefer": "wait=5", "X-Stainless-Timeout": "600"}, wait: 540 * time.Second},
 	}
-	r.Header.Set("X-Stainless-Timeout", "1")
-	if got := h.api.waitFor(r); got != 900*time.Millisecond && got > 300*time.Millisecond {
-		t.Errorf("wait = %v", got)
+	for _, tc := range waits {
+		r := form(t, "/v1/audio/transcriptions", &formFile{name: "a.ogg", body: ogg}, map[string]string{"model": "whisper-1"})
+		for k, v := range tc.headers {
+			r.Header.Set(k, v)
+		}
+		if wait, async := h.api.waitFor(r); wait != tc.wait || async != tc.async {
+			t.Errorf("%s: wait = %v, %v; want %v, %v", tc.name, wait, async, tc.wait, tc.async)
+		}
 	}
 
 	tests := []struct {

@@ -33,6 +33,21 @@ type upload struct {
 	// bytes look like.
 	name, mime, ext string
 	fields          map[string]string
+	// lists are every value of each field by its name without a trailing
+	// "[]" or "[n]": OpenAI's SDKs send arrays as timestamp_granularities[]
+	// one part per value, other clients with indices or bare names.
+	lists map[string][]string
+}
+
+// list returns every value of an array field.
+func (u *upload) list(name string) []string { return u.lists[name] }
+
+// listName is the name of an array field without its brackets.
+func listName(name string) string {
+	if i := strings.IndexByte(name, '['); i > 0 && strings.HasSuffix(name, "]") {
+		return name[:i]
+	}
+	return name
 }
 
 func (u *upload) remove() {
@@ -79,7 +94,7 @@ func (a *API) receive(w http.ResponseWriter, r *http.Request, multipartOnly bool
 		if apiErr != nil {
 			return nil, apiErr
 		}
-		u.fields = map[string]string{}
+		u.fields, u.lists = map[string]string{}, map[string][]string{}
 		return u, nil
 	}
 	if params["boundary"] == "" {
@@ -90,7 +105,7 @@ func (a *API) receive(w http.ResponseWriter, r *http.Request, multipartOnly bool
 	}
 	body := http.MaxBytesReader(w, r.Body, max+formSlack)
 	mr := multipart.NewReader(body, params["boundary"])
-	fields := map[string]string{}
+	fields, lists := map[string]string{}, map[string][]string{}
 	var u *upload
 	for {
 		part, err := mr.NextPart()
@@ -126,11 +141,12 @@ func (a *API) receive(w http.ResponseWriter, r *http.Request, multipartOnly bool
 		if _, seen := fields[name]; !seen {
 			fields[name] = string(v)
 		}
+		lists[listName(name)] = append(lists[listName(name)], string(v))
 	}
 	if u == nil {
 		return nil, errBadRequest("missing_file", "the form has no field file with the recording")
 	}
-	u.fields = fields
+	u.fields, u.lists = fields, lists
 	return u, nil
 }
 

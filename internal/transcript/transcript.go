@@ -23,6 +23,9 @@ type Document struct {
 	Duration time.Duration `json:"duration"`
 	Text     string        `json:"text"`
 	Segments []Segment     `json:"segments"`
+	// Words are there when the engine timed each word; transcripts stored
+	// before words existed have none.
+	Words []Word `json:"words,omitempty"`
 }
 
 // Segment is a timed stretch of text. Times are seconds in JSON, the unit
@@ -31,6 +34,33 @@ type Segment struct {
 	Start float64 `json:"start"`
 	End   float64 `json:"end"`
 	Text  string  `json:"text"`
+	// Speaker is the engine's label of who spoke, when it was asked to
+	// tell speakers apart and could.
+	Speaker string `json:"speaker,omitempty"`
+}
+
+// Word is one timed word. Its text is "word", as OpenAI's verbose_json
+// names it, so that clients written for either read both.
+type Word struct {
+	Word    string  `json:"word"`
+	Start   float64 `json:"start"`
+	End     float64 `json:"end"`
+	Speaker string  `json:"speaker,omitempty"`
+}
+
+// Speakers reports whether any segment or word names its speaker.
+func (d Document) Speakers() bool {
+	for _, s := range d.Segments {
+		if s.Speaker != "" {
+			return true
+		}
+	}
+	for _, w := range d.Words {
+		if w.Speaker != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // JSONDocument is the json rendering of a transcript: every time and
@@ -42,6 +72,7 @@ type JSONDocument struct {
 	Duration float64   `json:"duration"`
 	Text     string    `json:"text"`
 	Segments []Segment `json:"segments"`
+	Words    []Word    `json:"words,omitempty"`
 }
 
 // JSON returns the json rendering of the document.
@@ -51,7 +82,7 @@ func (d Document) JSON() JSONDocument {
 		// A list, never null, for clients that iterate it unchecked.
 		segs = []Segment{}
 	}
-	return JSONDocument{Engine: d.Engine, Language: d.Language, Duration: d.Duration.Seconds(), Text: d.Text, Segments: segs}
+	return JSONDocument{Engine: d.Engine, Language: d.Language, Duration: d.Duration.Seconds(), Text: d.Text, Segments: segs, Words: d.Words}
 }
 
 // FromResult builds the document of an engine result. When the engine gave
@@ -61,7 +92,12 @@ func FromResult(engineName string, duration time.Duration, r engine.Result) Docu
 	d := Document{Engine: engineName, Language: r.Language, Duration: duration, Text: strings.TrimSpace(r.Text)}
 	for _, s := range r.Segments {
 		if t := strings.TrimSpace(s.Text); t != "" {
-			d.Segments = append(d.Segments, Segment{Start: s.Start.Seconds(), End: s.End.Seconds(), Text: t})
+			d.Segments = append(d.Segments, Segment{Start: s.Start.Seconds(), End: s.End.Seconds(), Text: t, Speaker: s.Speaker})
+		}
+	}
+	for _, w := range r.Words {
+		if t := strings.TrimSpace(w.Text); t != "" {
+			d.Words = append(d.Words, Word{Word: t, Start: w.Start.Seconds(), End: w.End.Seconds(), Speaker: w.Speaker})
 		}
 	}
 	if len(d.Segments) == 0 && d.Text != "" {
@@ -70,8 +106,8 @@ func FromResult(engineName string, duration time.Duration, r engine.Result) Docu
 	return d
 }
 
-// Words counts the words of the text.
-func (d Document) Words() int { return len(strings.Fields(d.Text)) }
+// WordCount counts the words of the text.
+func (d Document) WordCount() int { return len(strings.Fields(d.Text)) }
 
 // Formats that Render accepts.
 var Formats = []string{"txt", "srt", "vtt", "json"}
@@ -132,6 +168,11 @@ func Render(w io.Writer, d Document, format string) error {
 				continue
 			}
 			n++
+			if s.Speaker != "" {
+				// SubRip has no voice markup; players show the name as
+				// part of the line, as broadcast subtitles do.
+				text = cueText(SpeakerName(s.Speaker)) + ": " + text
+			}
 			fmt.Fprintf(&b, "%d\n%s --> %s\n%s\n\n", n, stamp(s.Start, ","), stamp(s.End, ","), text)
 		}
 		_, err := io.WriteString(w, b.String())
@@ -144,7 +185,11 @@ func Render(w io.Writer, d Document, format string) error {
 			if text == "" {
 				continue
 			}
-			fmt.Fprintf(&b, "%s --> %s\n%s\n\n", stamp(s.Start, "."), stamp(s.End, "."), vttEscaper.Replace(text))
+			text = vttEscaper.Replace(text)
+			if s.Speaker != "" {
+				text = "<v " + voiceName(s.Speaker) + ">" + text
+			}
+			fmt.Fprintf(&b, "%s --> %s\n%s\n\n", stamp(s.Start, "."), stamp(s.End, "."), text)
 		}
 		_, err := io.WriteString(w, b.String())
 		return err
@@ -162,6 +207,25 @@ func cueText(s string) string {
 		s = strings.ReplaceAll(s, "-->", "->")
 	}
 	return s
+}
+
+// SpeakerName is how a speaker's label reads to people: providers label
+// speakers "A", "B" or "0", "1", which alone read as text, so short labels
+// become "Speaker A"; a longer label is already a name.
+func SpeakerName(label string) string {
+	label = strings.TrimSpace(label)
+	if len([]rune(label)) <= 2 {
+		return "Speaker " + label
+	}
+	return label
+}
+
+// voiceName is a speaker's name fit for a WebVTT voice span, whose
+// annotation ends at ">" and may hold no line break or character
+// reference.
+func voiceName(label string) string {
+	name := strings.Join(strings.Fields(SpeakerName(label)), " ")
+	return strings.NewReplacer("&", "&amp;", ">", "&gt;", "<", "&lt;").Replace(name)
 }
 
 // vttEscaper keeps WebVTT players from reading "<" as a tag and "&" as a
@@ -201,7 +265,7 @@ type Part struct {
 
 // Merge joins the transcripts of consecutive chunks into the transcript of
 // the whole recording: texts in order, segments moved by their chunk's
-// offset. The language is the one most chunks were heard in, the first of
+// offset, and so are words. The language is the one most chunks were heard in, the first of
 // them on a tie, so that one short chunk in another language does not
 // relabel the recording.
 func Merge(engineName string, duration time.Duration, parts []Part) Document {
@@ -221,7 +285,12 @@ func Merge(engineName string, duration time.Duration, parts []Part) Document {
 		}
 		off := p.Offset.Seconds()
 		for _, s := range p.Doc.Segments {
-			d.Segments = append(d.Segments, Segment{Start: s.Start + off, End: s.End + off, Text: s.Text})
+			s.Start, s.End = s.Start+off, s.End+off
+			d.Segments = append(d.Segments, s)
+		}
+		for _, w := range p.Doc.Words {
+			w.Start, w.End = w.Start+off, w.End+off
+			d.Words = append(d.Words, w)
 		}
 	}
 	d.Text = strings.Join(texts, " ")

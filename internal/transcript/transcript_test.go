@@ -116,7 +116,7 @@ func TestWords(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.text, func(t *testing.T) {
-			if got := (Document{Text: tc.text}).Words(); got != tc.want {
+			if got := (Document{Text: tc.text}).WordCount(); got != tc.want {
 				t.Errorf("Words(%q) = %d; want %d", tc.text, got, tc.want)
 			}
 		})

@@ -138,6 +138,9 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 	} else {
 		create.LanguageDetection = true
 	}
+	if req.Speakers {
+		create.SpeakerLabels, create.SpeakersExpected = true, req.SpeakersExpected
+	}
 	if e.webhookURL != nil && req.JobID != "" {
 		hook := *e.webhookURL
 		q := hook.Query()
@@ -301,6 +304,8 @@ type createRequest struct {
 	FormatText        bool   `json:"format_text"`
 	LanguageCode      string `json:"language_code,omitempty"`
 	LanguageDetection bool   `json:"language_detection,omitempty"`
+	SpeakerLabels     bool   `json:"speaker_labels,omitempty"`
+	SpeakersExpected  int    `json:"speakers_expected,omitempty"`
 	// The webhook fields are AssemblyAI's documented callback settings.
 	WebhookURL             string `json:"webhook_url,omitempty"`
 	WebhookAuthHeaderName  string `json:"webhook_auth_header_name,omitempty"`
@@ -314,7 +319,9 @@ type transcript struct {
 	Text         *string `json:"text"`
 	LanguageCode *string `json:"language_code"`
 	Words        []word  `json:"words"`
-	Error        *string `json:"error"`
+	// Utterances are the speakers' turns, given with speaker_labels.
+	Utterances []utterance `json:"utterances"`
+	Error      *string     `json:"error"`
 }
 
 // word has its times in milliseconds.
@@ -323,6 +330,22 @@ type word struct {
 	Start      float64 `json:"start"`
 	End        float64 `json:"end"`
 	Confidence float64 `json:"confidence"`
+	// Speaker is null unless speaker labels were asked for.
+	Speaker *string `json:"speaker"`
+}
+
+type utterance struct {
+	Speaker string  `json:"speaker"`
+	Start   float64 `json:"start"`
+	End     float64 `json:"end"`
+	Text    string  `json:"text"`
+}
+
+func (w word) speaker() string {
+	if w.Speaker == nil {
+		return ""
+	}
+	return *w.Speaker
 }
 
 func parseTranscript(body []byte) (transcript, *engine.Error) {
@@ -340,6 +363,21 @@ func parseTranscript(body []byte) (transcript, *engine.Error) {
 // silence; whether that is a failure is the caller's verdict.
 func (t transcript) result(raw []byte, rawType string) engine.Result {
 	res := engine.Result{Raw: raw, RawType: rawType, Segments: segments(t.Words)}
+	if len(t.Utterances) > 0 {
+		// The speakers' own turns are better segments than sentences
+		// guessed from punctuation.
+		res.Segments = nil
+		for _, u := range t.Utterances {
+			if text := strings.Join(strings.Fields(u.Text), " "); text != "" {
+				res.Segments = append(res.Segments, engine.Segment{Start: millis(u.Start), End: max(millis(u.End), millis(u.Start)), Text: text, Speaker: u.Speaker})
+			}
+		}
+	}
+	for _, w := range t.Words {
+		if text := strings.Join(strings.Fields(w.Text), " "); text != "" {
+			res.Words = append(res.Words, engine.Word{Start: millis(w.Start), End: max(millis(w.End), millis(w.Start)), Text: text, Speaker: w.speaker()})
+		}
+	}
 	if t.Text != nil {
 		res.Text = strings.TrimSpace(*t.Text)
 	}
@@ -353,18 +391,20 @@ func (t transcript) result(raw []byte, rawType string) engine.Result {
 
 // segments groups words into sentences: a segment ends after a word that
 // ends a sentence, before a pause longer than maxPause, and before a word
-// that would stretch it beyond maxSegmentLen.
+// that would stretch it beyond maxSegmentLen, and where the speaker
+// changes.
 func segments(words []word) []engine.Segment {
 	var (
 		segs       []engine.Segment
 		texts      []string
 		start, end time.Duration
+		speaker    string
 	)
 	flush := func() {
 		if len(texts) == 0 {
 			return
 		}
-		segs = append(segs, engine.Segment{Start: start, End: end, Text: strings.Join(texts, " ")})
+		segs = append(segs, engine.Segment{Start: start, End: end, Text: strings.Join(texts, " "), Speaker: speaker})
 		texts = texts[:0]
 	}
 	for _, w := range words {
@@ -376,11 +416,11 @@ func segments(words []word) []engine.Segment {
 		if we < ws {
 			we = ws
 		}
-		if len(texts) > 0 && (ws-end > maxPause || we-start > maxSegmentLen) {
+		if len(texts) > 0 && (ws-end > maxPause || we-start > maxSegmentLen || w.speaker() != speaker) {
 			flush()
 		}
 		if len(texts) == 0 {
-			start, end = ws, we
+			start, end, speaker = ws, we, w.speaker()
 		}
 		texts = append(texts, text)
 		end = max(end, we)

@@ -889,3 +889,62 @@ func TestSubmitAsksForWebhook(t *testing.T) {
 		t.Error("a webhook was asked for a request without a job")
 	}
 }
+
+// Scenario: AssemblyAI labels speakers when the job asks
+func TestSpeakerLabels(t *testing.T) {
+	srv := assemblyaitest.New(t, testKey)
+	srv.SetProcessingPolls(0)
+	srv.SetResult("Hello there. Hi.", "en_us", []assemblyaitest.Word{
+		{Text: "Hello", Start: 0, End: 400, Confidence: 0.9, Speaker: "A"},
+		{Text: "there.", Start: 450, End: 900, Confidence: 0.9, Speaker: "A"},
+		{Text: "Hi.", Start: 1000, End: 1300, Confidence: 0.8, Speaker: "B"},
+	})
+	e := newEngine(t, srv.URL())
+	path, _ := writeAudio(t, "a.wav", 2048)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+	t.Run("asked", func(t *testing.T) {
+		sub, err := e.Submit(context.Background(), engine.Request{AudioPath: path, Language: "en", Speakers: true, SpeakersExpected: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, _, err := poll(t, e, sub.OperationID, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created := srv.Created()
+		if c := created[len(created)-1]; c["speaker_labels"] != true || c["speakers_expected"] != float64(2) {
+			t.Errorf("created with %v; want speaker_labels and speakers_expected 2", c)
+		}
+		wantSegs := []engine.Segment{{Start: 0, End: ms(900), Text: "Hello there.", Speaker: "A"}, {Start: ms(1000), End: ms(1300), Text: "Hi.", Speaker: "B"}}
+		if got := done.Result.Segments; fmt.Sprint(got) != fmt.Sprint(wantSegs) {
+			t.Errorf("segments = %v; want the utterances %v", got, wantSegs)
+		}
+		wantWords := []engine.Word{{Start: 0, End: ms(400), Text: "Hello", Speaker: "A"}, {Start: ms(450), End: ms(900), Text: "there.", Speaker: "A"}, {Start: ms(1000), End: ms(1300), Text: "Hi.", Speaker: "B"}}
+		if got := done.Result.Words; fmt.Sprint(got) != fmt.Sprint(wantWords) {
+			t.Errorf("words = %v; want %v", got, wantWords)
+		}
+	})
+	t.Run("not asked", func(t *testing.T) {
+		sub, err := e.Submit(context.Background(), engine.Request{AudioPath: path, Language: "en"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, _, err := poll(t, e, sub.OperationID, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created := srv.Created()
+		if c := created[len(created)-1]; c["speaker_labels"] != nil || c["speakers_expected"] != nil {
+			t.Errorf("created with %v; want no speaker settings", c)
+		}
+		for _, s := range done.Result.Segments {
+			if s.Speaker != "" {
+				t.Errorf("segment %v has a speaker; none was asked for", s)
+			}
+		}
+		if len(done.Result.Words) != 3 || done.Result.Words[2].Speaker != "" {
+			t.Errorf("words = %v; want three without speakers", done.Result.Words)
+		}
+	})
+}

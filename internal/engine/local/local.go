@@ -135,7 +135,8 @@ func (e *Engine) Languages() []string { return []string{"en"} }
 // parse reads the "-time yes" output: for every utterance a hypothesis line,
 // then one line per token "word start end confidence" with times in seconds
 // from the start of the file. Text is rebuilt from the tokens so that fillers
-// and alternate-pronunciation markers such as "was(2)" never reach the user.
+// and alternate-pronunciation markers such as "was(2)" never reach the user;
+// the same tokens are the transcript's timed words.
 func parse(out []byte) engine.Result {
 	var (
 		res  engine.Result
@@ -185,6 +186,7 @@ func parse(out []byte) engine.Result {
 		}
 		cur.End = seconds(end)
 		line = append(line, word)
+		res.Words = append(res.Words, engine.Word{Start: seconds(start), End: seconds(end), Text: word})
 	}
 	flush()
 	res.Text = strings.Join(all, " ")

@@ -54,11 +54,13 @@ func TestRecognisesLibriVox(t *testing.T) {
 			if len(res.Raw) == 0 {
 				t.Error("raw output not kept")
 			}
+			checkWordTimes(t, res, strings.Fields(res.Text))
 		})
 	}
 }
 
 // Scenario: The local engine hears a converted voice note
+// Scenario: The local engine times every word
 func TestVoiceNoteAfterConversion(t *testing.T) {
 	e := newEngine(t)
 	dir := t.TempDir()
@@ -70,6 +72,27 @@ func TestVoiceNoteAfterConversion(t *testing.T) {
 	}
 	if got := sub.Result.Text; got != testaudio.GoForwardText {
 		t.Errorf("text = %q; want %q", got, testaudio.GoForwardText)
+	}
+	checkWordTimes(t, sub.Result, strings.Fields(testaudio.GoForwardText))
+}
+
+// checkWordTimes wants one timed word per word of the text, in order, each
+// inside its segment and none starting before the one before it.
+func checkWordTimes(t *testing.T, res *engine.Result, want []string) {
+	t.Helper()
+	if len(res.Words) != len(want) {
+		t.Fatalf("%d words %+v; want %d (%q)", len(res.Words), res.Words, len(want), want)
+	}
+	for i, w := range res.Words {
+		if w.Text != want[i] {
+			t.Errorf("word %d = %q; want %q", i, w.Text, want[i])
+		}
+		if w.End <= w.Start || (i > 0 && w.Start < res.Words[i-1].End) {
+			t.Errorf("word %d %q at %v..%v; want increasing times after %v", i, w.Text, w.Start, w.End, res.Words[max(i-1, 0)].End)
+		}
+	}
+	if first, last := res.Words[0], res.Words[len(res.Words)-1]; first.Start < res.Segments[0].Start || last.End > res.Segments[len(res.Segments)-1].End {
+		t.Errorf("words %v..%v outside the segments", first.Start, last.End)
 	}
 }
 
@@ -126,6 +149,9 @@ func TestParseSkipsFillersAndAlternates(t *testing.T) {
 	}
 	if len(res.Segments) != 2 {
 		t.Fatalf("segments = %d; want 2", len(res.Segments))
+	}
+	if n := len(res.Words); n != 7 || res.Words[3] != (engine.Word{Start: 5200 * time.Millisecond, End: 5400 * time.Millisecond, Text: "go"}) {
+		t.Errorf("words = %+v; want 7, the fourth go at 5.2..5.4 s", res.Words)
 	}
 	if s := res.Segments[1]; s.Text != "go forward ten meters" || s.Start != 5200*time.Millisecond || s.End != 6500*time.Millisecond {
 		t.Errorf("second segment = %+v", s)

@@ -42,6 +42,10 @@ type Config struct {
 	// Prompt guides the model's spelling of names and terms in every
 	// request that brings no prompt of its own.
 	Prompt string
+	// DiarizeModel is the model asked when a job wants speakers labelled
+	// (OpenAI's gpt-4o-transcribe-diarize answers diarized_json); empty
+	// leaves speakers unlabelled, for servers that have no such model.
+	DiarizeModel string
 }
 
 // DefaultMaxUpload is OpenAI's documented limit of 25 MB per file.
@@ -49,11 +53,13 @@ const DefaultMaxUpload = 25_000_000
 
 // Engine sends one file per Submit to the transcription endpoint.
 type Engine struct {
-	endpoint string
-	model    string
-	prompt   string
-	limits   engine.Limits
-	http     *engine.Client
+	endpoint  string
+	translate string
+	model     string
+	diarize   string
+	prompt    string
+	limits    engine.Limits
+	http      *engine.Client
 }
 
 // New checks the configuration. A nil client gets one without an overall
@@ -78,11 +84,13 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 	}
 	c.Adjust = adjust
 	return &Engine{
-		endpoint: u.JoinPath("audio", "transcriptions").String(),
-		model:    cfg.Model,
-		prompt:   cfg.Prompt,
-		limits:   limits,
-		http:     c,
+		endpoint:  u.JoinPath("audio", "transcriptions").String(),
+		translate: u.JoinPath("audio", "translations").String(),
+		model:     cfg.Model,
+		diarize:   cfg.DiarizeModel,
+		prompt:    cfg.Prompt,
+		limits:    limits,
+		http:      c,
 	}, nil
 }
 
@@ -105,7 +113,11 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 		return engine.Submission{}, fmt.Errorf("openai: %w", err)
 	}
 	defer func() { _ = up.Close() }() // Do reports a failure to read the audio
-	httpReq, err := e.http.UploadRequest(ctx, http.MethodPost, e.endpoint, up)
+	endpoint := e.endpoint
+	if req.Translate {
+		endpoint = e.translate
+	}
+	httpReq, err := e.http.UploadRequest(ctx, http.MethodPost, endpoint, up)
 	if err != nil {
 		return engine.Submission{}, err
 	}
@@ -119,7 +131,11 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 		perr.Status = resp.StatusCode
 		return engine.Submission{}, perr
 	}
-	if res.Language == "" {
+	switch {
+	case req.Translate:
+		// A translation is English whatever was spoken.
+		res.Language = "en"
+	case res.Language == "":
 		// The server was told the language and did not contradict it.
 		res.Language = engine.PrimaryLanguage(req.Language)
 	}
@@ -129,6 +145,10 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 // Limits are the server's size limit and the configured longest audio.
 func (e *Engine) Limits() engine.Limits { return e.limits }
 
+// Translates: the server's translations endpoint renders any speech as
+// English text.
+func (e *Engine) Translates() bool { return true }
+
 // Check is never called: Submit does not return operations.
 func (e *Engine) Check(context.Context, string) (engine.Submission, error) {
 	return engine.Submission{}, engine.Errorf(engine.Rejected, "the openai engine has no pending operations")
@@ -136,20 +156,40 @@ func (e *Engine) Check(context.Context, string) (engine.Submission, error) {
 
 func (e *Engine) formFields(req engine.Request) [][2]string {
 	var fields [][2]string
-	if e.model != "" {
-		fields = append(fields, [2]string{"model", e.model})
+	model := e.model
+	diarize := req.Speakers && e.diarize != "" && !req.Translate
+	if diarize {
+		model = e.diarize
 	}
-	if lang := engine.PrimaryLanguage(req.Language); lang != "" {
+	if model != "" {
+		fields = append(fields, [2]string{"model", model})
+	}
+	if lang := engine.PrimaryLanguage(req.Language); lang != "" && !req.Translate {
 		fields = append(fields, [2]string{"language", lang})
 	}
 	prompt := req.Prompt
 	if prompt == "" {
 		prompt = e.prompt
 	}
-	if prompt != "" {
+	// The diarize model takes no prompt.
+	if prompt != "" && !diarize {
 		fields = append(fields, [2]string{"prompt", prompt})
 	}
-	return append(fields, [2]string{"response_format", "verbose_json"})
+	if req.Temperature > 0 {
+		fields = append(fields, [2]string{"temperature", strconv.FormatFloat(req.Temperature, 'f', -1, 64)})
+	}
+	switch {
+	case diarize:
+		// OpenAI requires a chunking strategy of the diarize model for
+		// audio over 30 seconds; auto is what it suggests.
+		return append(fields, [2]string{"response_format", "diarized_json"}, [2]string{"chunking_strategy", "auto"})
+	case req.Translate:
+		return append(fields, [2]string{"response_format", "verbose_json"})
+	}
+	// Word times cost OpenAI some latency and nothing else; servers that
+	// do not know the field ignore it.
+	return append(fields, [2]string{"response_format", "verbose_json"},
+		[2]string{"timestamp_granularities[]", "segment"}, [2]string{"timestamp_granularities[]", "word"})
 }
 
 // partFileName keeps only the extension of the local path: servers pick the
@@ -201,8 +241,8 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 	return engine.ParseRetryAfter(h.Get("Retry-After"), now)
 }
 
-// transcription is the verbose_json answer; servers that ignore the format
-// send only text, which is enough.
+// transcription is the verbose_json or diarized_json answer; servers that
+// ignore the format send only text, which is enough.
 type transcription struct {
 	Text     *string `json:"text"`
 	Language string  `json:"language"`
@@ -210,7 +250,14 @@ type transcription struct {
 		Start float64 `json:"start"`
 		End   float64 `json:"end"`
 		Text  string  `json:"text"`
+		// Speaker is in diarized_json's segments only.
+		Speaker string `json:"speaker"`
 	} `json:"segments"`
+	Words []struct {
+		Word  string  `json:"word"`
+		Start float64 `json:"start"`
+		End   float64 `json:"end"`
+	} `json:"words"`
 }
 
 func parseResult(body []byte, contentType string) (engine.Result, *engine.Error) {
@@ -253,10 +300,14 @@ func parseJSON(body []byte, contentType string) (engine.Result, *engine.Error) {
 	}
 	for _, s := range t.Segments {
 		res.Segments = append(res.Segments, engine.Segment{
-			Start: seconds(s.Start),
-			End:   seconds(s.End),
-			Text:  strings.TrimSpace(s.Text),
+			Start:   seconds(s.Start),
+			End:     seconds(s.End),
+			Text:    strings.TrimSpace(s.Text),
+			Speaker: strings.TrimSpace(s.Speaker),
 		})
+	}
+	for _, w := range t.Words {
+		res.Words = append(res.Words, engine.Word{Start: seconds(w.Start), End: seconds(w.End), Text: strings.TrimSpace(w.Word)})
 	}
 	return res, nil
 }

@@ -124,10 +124,16 @@ func readUpload(r *http.Request) received {
 		if err != nil {
 			problem("read field %s: %v", part.FormName(), err)
 		}
-		if _, dup := got.fields[part.FormName()]; dup {
-			problem("field %s sent twice", part.FormName())
+		name := part.FormName()
+		if prev, dup := got.fields[name]; dup {
+			// Arrays are one part per value, as OpenAI's SDKs send them.
+			if !strings.HasSuffix(name, "[]") {
+				problem("field %s sent twice", name)
+			}
+			got.fields[name] = prev + "," + string(v)
+			continue
 		}
-		got.fields[part.FormName()] = string(v)
+		got.fields[name] = string(v)
 	}
 	return got
 }
@@ -985,5 +991,98 @@ func TestSubmitErrorKeepsCodeAndRaw(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), testKey) {
 		t.Errorf("error %q quotes the key", err)
+	}
+}
+
+// Scenario: The OpenAI-compatible engine asks for word times and speakers and reads them
+func TestWordsSpeakersAndTranslation(t *testing.T) {
+	const words = `{"task":"transcribe","language":"english","duration":1.2,"text":"go forward",` +
+		`"segments":[{"id":0,"seek":0,"start":0.0,"end":1.2,"text":" go forward","tokens":[1],"temperature":0.0,"avg_logprob":-0.2,"compression_ratio":1.0,"no_speech_prob":0.0}],` +
+		`"words":[{"word":"go","start":0.0,"end":0.4},{"word":"forward","start":0.5,"end":1.2}],"usage":{"type":"duration","seconds":2}}`
+	// diarized_json as OpenAI documents it for gpt-4o-transcribe-diarize.
+	const diarized = `{"task":"transcribe","duration":2.5,"text":"Hello. Hi.","segments":[` +
+		`{"type":"transcript.text.segment","id":"seg_0","start":0.0,"end":1.1,"text":"Hello.","speaker":"A"},` +
+		`{"type":"transcript.text.segment","id":"seg_1","start":1.3,"end":2.5,"text":"Hi.","speaker":"B"}],` +
+		`"usage":{"type":"tokens","input_tokens":10,"output_tokens":4,"total_tokens":14}}`
+	const translated = `{"task":"translate","language":"english","duration":1.0,"text":"Hello, world.","segments":[]}`
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, tc := range []struct {
+		name       string
+		req        engine.Request
+		body       string
+		diarize    string
+		wantPath   string
+		wantFields map[string]string
+		absent     []string
+		wantSegs   []engine.Segment
+		wantWords  []engine.Word
+		wantLang   string
+	}{
+		{
+			name: "words", req: engine.Request{Language: "en", Temperature: 0.3, Prompt: "Names"}, body: words, diarize: "gpt-4o-transcribe-diarize",
+			wantPath:   "/v1/audio/transcriptions",
+			wantFields: map[string]string{"model": "whisper-1", "response_format": "verbose_json", "timestamp_granularities[]": "segment,word", "temperature": "0.3", "prompt": "Names"},
+			wantSegs:   []engine.Segment{{Start: 0, End: ms(1200), Text: "go forward"}},
+			wantWords:  []engine.Word{{Start: 0, End: ms(400), Text: "go"}, {Start: ms(500), End: ms(1200), Text: "forward"}},
+			wantLang:   "en",
+		},
+		{
+			name: "speakers", req: engine.Request{Language: "en", Speakers: true, Prompt: "Names"}, body: diarized, diarize: "gpt-4o-transcribe-diarize",
+			wantPath:   "/v1/audio/transcriptions",
+			wantFields: map[string]string{"model": "gpt-4o-transcribe-diarize", "response_format": "diarized_json", "chunking_strategy": "auto", "language": "en"},
+			absent:     []string{"prompt", "timestamp_granularities[]"},
+			wantSegs:   []engine.Segment{{Start: 0, End: ms(1100), Text: "Hello.", Speaker: "A"}, {Start: ms(1300), End: ms(2500), Text: "Hi.", Speaker: "B"}},
+			wantLang:   "en",
+		},
+		{
+			name: "speakers without a diarize model", req: engine.Request{Speakers: true}, body: words,
+			wantPath:   "/v1/audio/transcriptions",
+			wantFields: map[string]string{"model": "whisper-1", "response_format": "verbose_json"},
+			wantSegs:   []engine.Segment{{Start: 0, End: ms(1200), Text: "go forward"}},
+			wantWords:  []engine.Word{{Start: 0, End: ms(400), Text: "go"}, {Start: ms(500), End: ms(1200), Text: "forward"}},
+			wantLang:   "en",
+		},
+		{
+			name: "translation", req: engine.Request{Language: "ru", Translate: true, Speakers: true}, body: translated, diarize: "gpt-4o-transcribe-diarize",
+			wantPath:   "/v1/audio/translations",
+			wantFields: map[string]string{"model": "whisper-1", "response_format": "verbose_json"},
+			absent:     []string{"language", "timestamp_granularities[]", "chunking_strategy"},
+			wantLang:   "en",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, reply(http.StatusOK, "application/json", tc.body))
+			e, err := New(Config{BaseURL: srv.URL + "/v1", APIKey: testKey, Model: "whisper-1", DiarizeModel: tc.diarize}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !e.Translates() {
+				t.Error("Translates() = false")
+			}
+			path, _ := writeAudio(t, "a.flac", 1024)
+			tc.req.AudioPath = path
+			sub, err := e.Submit(context.Background(), tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := srv.received()
+			if got.path != tc.wantPath {
+				t.Errorf("path = %s; want %s", got.path, tc.wantPath)
+			}
+			for k, v := range tc.wantFields {
+				if got.fields[k] != v {
+					t.Errorf("field %s = %q; want %q (all: %v)", k, got.fields[k], v, got.fields)
+				}
+			}
+			for _, k := range tc.absent {
+				if v, ok := got.fields[k]; ok {
+					t.Errorf("field %s = %q; want it absent", k, v)
+				}
+			}
+			res := sub.Result
+			if fmt.Sprint(res.Segments) != fmt.Sprint(tc.wantSegs) || fmt.Sprint(res.Words) != fmt.Sprint(tc.wantWords) || res.Language != tc.wantLang {
+				t.Errorf("result segments %v words %v language %q; want %v, %v, %q", res.Segments, res.Words, res.Language, tc.wantSegs, tc.wantWords, tc.wantLang)
+			}
+		})
 	}
 }

@@ -259,6 +259,7 @@ func streamFailure(se *streamError, secret string) *engine.Error {
 func assemble(list []*utterance) *engine.Result {
 	type timed struct {
 		seg   engine.Segment
+		words []engine.Word
 		order int
 	}
 	var (
@@ -280,7 +281,20 @@ func assemble(list []*utterance) *engine.Result {
 			// Normalised text without timings borrows the raw one's.
 			start, end = span(u.final)
 		}
-		segs = append(segs, timed{engine.Segment{Start: start, End: end, Text: text}, u.order})
+		// Normalised text may come without words ("twenty" as "20"): its
+		// raw final's words are what was heard and when.
+		timedWords := alt.Words
+		if len(timedWords) == 0 && u.final != nil {
+			timedWords = u.final.Words
+		}
+		var words []engine.Word
+		for _, w := range timedWords {
+			if wt := strings.Join(strings.Fields(w.Text), " "); wt != "" {
+				ws, we := millis(int64(w.StartTimeMs)), millis(int64(w.EndTimeMs))
+				words = append(words, engine.Word{Start: ws, End: max(we, ws), Text: wt})
+			}
+		}
+		segs = append(segs, timed{engine.Segment{Start: start, End: end, Text: text}, words, u.order})
 		if lang := language(alt, u.final); lang != "" {
 			if _, ok := weight[lang]; !ok {
 				seen = append(seen, lang)
@@ -295,6 +309,7 @@ func assemble(list []*utterance) *engine.Result {
 	texts := make([]string, 0, len(segs))
 	for _, s := range segs {
 		res.Segments = append(res.Segments, s.seg)
+		res.Words = append(res.Words, s.words...)
 		texts = append(texts, s.seg.Text)
 	}
 	res.Text = strings.Join(texts, " ")

@@ -288,6 +288,7 @@ var ruUtterances = []speechkittest.Utterance{
 }
 
 // Scenario: SpeechKit recognises a recording asynchronously
+// Scenario: SpeechKit's word times reach the transcript
 func TestSubmitAndPoll(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
@@ -402,6 +403,16 @@ func TestSubmitAndPoll(t *testing.T) {
 			}
 			if fmt.Sprint(res.Segments) != fmt.Sprint(tc.wantSegments) {
 				t.Errorf("Segments = %v; want %v", res.Segments, tc.wantSegments)
+			}
+			// Every word SpeechKit timed is a word of the result, as heard.
+			var wantWords []engine.Word
+			for _, u := range tc.utterances {
+				for _, w := range u.Words {
+					wantWords = append(wantWords, engine.Word{Start: time.Duration(w.StartMs) * time.Millisecond, End: time.Duration(w.EndMs) * time.Millisecond, Text: w.Text})
+				}
+			}
+			if fmt.Sprint(res.Words) != fmt.Sprint(wantWords) {
+				t.Errorf("Words = %v; want %v", res.Words, wantWords)
 			}
 			if raw := rawResults(t, srv, sub.OperationID, rec); !bytes.Equal(res.Raw, raw) {
 				t.Errorf("Raw = %s; want the exact stream %s", res.Raw, raw)

@@ -29,6 +29,9 @@ type Word struct {
 	Start      int     `json:"start"`
 	End        int     `json:"end"`
 	Confidence float64 `json:"confidence"`
+	// Speaker is who said the word ("A", "B"), reported only for a
+	// transcript created with speaker_labels; empty is "A".
+	Speaker string `json:"-"`
 }
 
 // Server is an httptest server speaking AssemblyAI's wire format. It is safe
@@ -286,7 +289,7 @@ func (s *Server) create(body []byte) reply {
 	case !s.issued[audioURL]:
 		return errorReply(http.StatusBadRequest, "Transcoding failed. The audio_url is not a file uploaded to this server.")
 	}
-	for _, name := range []string{"punctuate", "format_text", "language_detection"} {
+	for _, name := range []string{"punctuate", "format_text", "language_detection", "speaker_labels"} {
 		if v, ok := params[name]; ok && v != nil {
 			if _, isBool := v.(bool); !isBool {
 				return errorReply(http.StatusBadRequest, fmt.Sprintf("%s must be a boolean", name))
@@ -301,6 +304,15 @@ func (s *Server) create(body []byte) reply {
 		}
 		if params["language_detection"] == true {
 			return errorReply(http.StatusBadRequest, "language_code cannot be combined with language_detection")
+		}
+	}
+	if v, ok := params["speakers_expected"]; ok && v != nil {
+		n, isNumber := v.(float64)
+		if !isNumber || n != float64(int(n)) || n < 1 {
+			return errorReply(http.StatusBadRequest, "speakers_expected must be a positive integer")
+		}
+		if params["speaker_labels"] != true {
+			return errorReply(http.StatusBadRequest, "speakers_expected requires speaker_labels to be true")
 		}
 	}
 	t := &transcript{id: newID(), audioURL: audioURL, params: params}
@@ -345,12 +357,27 @@ type transcriptJSON struct {
 	Punctuate         *bool      `json:"punctuate"`
 	FormatText        *bool      `json:"format_text"`
 	WebhookURL        *string    `json:"webhook_url"`
-	Error             *string    `json:"error,omitempty"`
+	SpeakerLabels     bool       `json:"speaker_labels"`
+	SpeakersExpected  *int       `json:"speakers_expected"`
+	// Utterances are the turns of the speakers, null unless the
+	// transcript was created with speaker_labels.
+	Utterances []utteranceJSON `json:"utterances"`
+	Error      *string         `json:"error,omitempty"`
 }
 
 type wordJSON struct {
 	Word
 	Speaker *string `json:"speaker"`
+}
+
+// utteranceJSON is one uninterrupted stretch of one speaker.
+type utteranceJSON struct {
+	Speaker    string     `json:"speaker"`
+	Start      int        `json:"start"`
+	End        int        `json:"end"`
+	Text       string     `json:"text"`
+	Confidence float64    `json:"confidence"`
+	Words      []wordJSON `json:"words"`
 }
 
 func (s *Server) render(t *transcript, status string) *transcriptJSON {
@@ -366,6 +393,11 @@ func (s *Server) render(t *transcript, status string) *transcriptJSON {
 	if requested != "" {
 		out.LanguageCode = &requested
 	}
+	out.SpeakerLabels, _ = t.params["speaker_labels"].(bool)
+	if n, ok := t.params["speakers_expected"].(float64); ok {
+		expected := int(n)
+		out.SpeakersExpected = &expected
+	}
 	switch status {
 	case "error":
 		msg := s.failMessage
@@ -376,8 +408,19 @@ func (s *Server) render(t *transcript, status string) *transcriptJSON {
 		out.Words = []wordJSON{}
 		var sum float64
 		for _, w := range s.words {
-			out.Words = append(out.Words, wordJSON{Word: w})
+			wj := wordJSON{Word: w}
+			if out.SpeakerLabels {
+				speaker := w.Speaker
+				if speaker == "" {
+					speaker = "A"
+				}
+				wj.Speaker = &speaker
+			}
+			out.Words = append(out.Words, wj)
 			sum += w.Confidence
+		}
+		if out.SpeakerLabels {
+			out.Utterances = utterances(out.Words)
 		}
 		if n := len(s.words); n > 0 {
 			conf := sum / float64(n)
@@ -396,6 +439,25 @@ func (s *Server) render(t *transcript, status string) *transcriptJSON {
 			lang = "en_us"
 		}
 		out.LanguageCode = &lang
+	}
+	return out
+}
+
+// utterances groups consecutive words of one speaker, as AssemblyAI's
+// utterances are.
+func utterances(words []wordJSON) []utteranceJSON {
+	out := []utteranceJSON{}
+	for _, w := range words {
+		n := len(out)
+		if n == 0 || out[n-1].Speaker != *w.Speaker {
+			out = append(out, utteranceJSON{Speaker: *w.Speaker, Start: w.Start, Text: w.Text, Words: []wordJSON{w}})
+		} else {
+			out[n-1].Text += " " + w.Text
+			out[n-1].Words = append(out[n-1].Words, w)
+		}
+		u := &out[len(out)-1]
+		u.End = w.End
+		u.Confidence = (u.Confidence*float64(len(u.Words)-1) + w.Confidence) / float64(len(u.Words))
 	}
 	return out
 }

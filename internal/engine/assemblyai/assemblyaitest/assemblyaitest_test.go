@@ -341,3 +341,49 @@ func send(req *http.Request) (map[string]any, error) {
 	var m map[string]any
 	return m, json.NewDecoder(resp.Body).Decode(&m)
 }
+
+// Scenario: The AssemblyAI stand-in refuses speakers_expected without speaker labels
+func TestSpeakersExpectedNeedsLabels(t *testing.T) {
+	s := assemblyaitest.New(t, key)
+	u := upload(t, s, []byte("audio"))
+	for _, tc := range []struct {
+		params map[string]any
+		want   string
+	}{
+		{map[string]any{"speakers_expected": 2}, "requires speaker_labels"},
+		{map[string]any{"speaker_labels": true, "speakers_expected": 0}, "positive integer"},
+		{map[string]any{"speaker_labels": "yes"}, "must be a boolean"},
+	} {
+		tc.params["audio_url"] = u
+		b, _ := json.Marshal(tc.params)
+		a := call(t, http.MethodPost, s.URL()+"/v2/transcript", key, b)
+		if a.status != http.StatusBadRequest || !strings.Contains(string(a.body), tc.want) {
+			t.Errorf("create(%v) = %d %s; want 400 %q", tc.params, a.status, a.body, tc.want)
+		}
+	}
+}
+
+// Scenario: The AssemblyAI stand-in gives speakers and utterances with speaker labels
+func TestSpeakerLabelsAnswer(t *testing.T) {
+	s := assemblyaitest.New(t, key)
+	s.SetProcessingPolls(0)
+	s.SetResult("Hi. Yes.", "en_us", []assemblyaitest.Word{{Text: "Hi.", Start: 0, End: 300, Speaker: "A"}, {Text: "Yes.", Start: 400, End: 700, Speaker: "B"}})
+	id := create(t, s, map[string]any{"audio_url": upload(t, s, []byte("audio")), "speaker_labels": true, "speakers_expected": 2})
+	var a answer
+	for range 5 {
+		if a = call(t, http.MethodGet, s.URL()+"/v2/transcript/"+id, key, nil); a.json["status"] == "completed" {
+			break
+		}
+	}
+	utts, _ := a.json["utterances"].([]any)
+	words, _ := a.json["words"].([]any)
+	if len(utts) != 2 || len(words) != 2 || a.json["speaker_labels"] != true || a.json["speakers_expected"] != float64(2) {
+		t.Fatalf("transcript = %s; want two utterances and the speaker settings", a.body)
+	}
+	if u := utts[1].(map[string]any); u["speaker"] != "B" || u["text"] != "Yes." || u["start"] != float64(400) {
+		t.Errorf("second utterance = %v", u)
+	}
+	if w := words[0].(map[string]any); w["speaker"] != "A" {
+		t.Errorf("first word = %v; want speaker A", w)
+	}
+}
