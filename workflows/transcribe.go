@@ -139,22 +139,23 @@ func newJob(ctx workflow.Context, in Input) *jobState {
 	}
 	p := withPolicyDefaults(in.Policy)
 	return &jobState{failedChunk: -1, called: map[string]bool{}, s: Status{
-		JobID:       info.WorkflowExecution.ID,
-		State:       job.Accepted,
-		Source:      in.Source,
-		Engine:      in.Engine,
-		Fallback:    in.Fallback,
-		Language:    in.Language,
-		Prompt:      in.Prompt,
-		Title:       in.Title,
-		Recognition: in.Recognition,
-		Original:    in.Original,
-		Recipient:   in.Recipient,
-		Policy:      p,
-		AcceptedAt:  accepted,
-		UpdatedAt:   now,
+		JobID:      info.WorkflowExecution.ID,
+		State:      job.Accepted,
+		Source:     in.Source,
+		Engine:     in.Engine,
+		Fallback:   in.Fallback,
+		Language:   in.Language,
+		Prompt:     in.Prompt,
+		Title:      in.Title,
+		Original:   in.Original,
+		Recipient:  in.Recipient,
+		Policy:     p,
+		AcceptedAt: accepted,
+		UpdatedAt:  now,
 
 		WebhookURL: in.WebhookURL,
+
+		Recognition: in.Recognition,
 	}}
 }
 

@@ -21,10 +21,7 @@ type Input struct {
 	Prompt    string         `json:"prompt,omitempty"`
 	Title     string         `json:"title,omitempty"`
 	Recipient *job.Recipient `json:"recipient,omitempty"`
-	// Recognition asks more of the engine than the words: speaker labels,
-	// a temperature, English instead of the spoken language.
-	Recognition Recognition `json:"recognition,omitzero"`
-	Policy      Policy      `json:"policy"`
+	Policy    Policy         `json:"policy"`
 	// AcceptedAt is when the intake took the recording, for the job's
 	// duration metric; zero means when the workflow started.
 	AcceptedAt time.Time `json:"accepted_at,omitzero"`
@@ -35,6 +32,10 @@ type Input struct {
 	// Resume carries the job's state across continue-as-new; nil when a job
 	// starts.
 	Resume *Status `json:"resume,omitempty"`
+
+	// Recognition asks more of the engine than the words: speaker labels,
+	// a temperature, English instead of the spoken language.
+	Recognition Recognition `json:"recognition,omitzero"`
 }
 
 // Recognition is what a job asks of its engine besides the language and
@@ -112,13 +113,14 @@ type Status struct {
 	Engine string     `json:"engine"`
 	// Language is the owner's choice; Piece.DetectedLanguage what the
 	// engine heard.
-	Language string `json:"language,omitempty"`
-	Prompt   string `json:"prompt,omitempty"`
+	Language string   `json:"language,omitempty"`
+	Prompt   string   `json:"prompt,omitempty"`
+	Title    string   `json:"title,omitempty"`
+	Note     string   `json:"note,omitempty"`
+	Original Original `json:"original"`
+
 	// Recognition is the job's further wishes of the engine.
 	Recognition Recognition `json:"recognition,omitzero"`
-	Title       string      `json:"title,omitempty"`
-	Note        string      `json:"note,omitempty"`
-	Original    Original    `json:"original"`
 	// Piece is the whole recording on its way through the engine; when it
 	// is split, its transcript is the merge of the chunks'.
 	Piece
