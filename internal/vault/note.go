@@ -398,26 +398,11 @@ func writeNote(path string, was, content []byte) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	tmp, err := writeTemp(path, content, st.Mode().Perm())
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }() // gone after the rename
-	if _, err := tmp.Write(content); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(st.Mode().Perm()); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
+	defer func() { _ = os.Remove(tmp) }() // gone after the rename
 	cur, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return ErrNoteGone
@@ -428,7 +413,7 @@ func writeNote(path string, was, content []byte) error {
 	if !bytes.Equal(cur, was) {
 		return errNoteChanged
 	}
-	return os.Rename(tmp.Name(), path)
+	return os.Rename(tmp, path)
 }
 
 // createNote writes a new note at path, never over an existing file.
@@ -436,30 +421,39 @@ func createNote(path string, content []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	tmp, err := writeTemp(path, content, 0o644)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if _, err := tmp.Write(content); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
+	defer func() { _ = os.Remove(tmp) }()
 	// A hard link fails when the name is taken, where a rename would
 	// replace what is there.
-	if err := os.Link(tmp.Name(), path); err != nil {
-		return err
+	return os.Link(tmp, path)
+}
+
+// writeTemp writes content, synced, to a hidden file beside path, which
+// the vault's sync tools and the intake's own scan skip, and returns its
+// name.
+func writeTemp(path string, content []byte, mode os.FileMode) (string, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return "", err
 	}
-	return nil
+	err = func() error {
+		if _, err := tmp.Write(content); err != nil {
+			return err
+		}
+		if err := tmp.Chmod(mode); err != nil {
+			return err
+		}
+		return tmp.Sync()
+	}()
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return "", err
+	}
+	return tmp.Name(), nil
 }
