@@ -35,6 +35,7 @@ must see too. Workers do the jobs it starts.`)
 func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *slog.Logger) (*httpapi.API, error) {
 	api, err := httpapi.NewAPI(httpapi.APIOptions{
 		Tokens:               cfg.APITokens,
+		Admins:               cfg.Admins,
 		Jobs:                 jobs,
 		Blobs:                blobs,
 		SpoolDir:             filepath.Join(cfg.DataDir, "spool"),
@@ -54,7 +55,7 @@ func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *s
 	if !api.Enabled() {
 		logger.Info("the job API is off: set TRANSCRIBER_API_TOKENS to one or more comma-separated bearer tokens to serve /v1/jobs and /v1/audio/transcriptions")
 	} else {
-		logger.Info("the job API is on", "tokens", len(cfg.APITokens), "max_upload_bytes", cfg.MaxUploadBytes,
+		logger.Info("the job API is on", "accounts", len(cfg.APITokens), "admins", len(cfg.Admins), "max_upload_bytes", cfg.MaxUploadBytes,
 			"webhooks", cfg.WebhookSecret != "")
 	}
 	return api, nil

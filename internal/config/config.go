@@ -76,6 +76,7 @@ type Config struct {
 	// empty is an id kept in DataDir.
 	Device         string
 	APITokens      []string
+	Admins         []string
 	MaxUploadBytes int64
 	APIWait        time.Duration
 	WebhookSecret  string
@@ -229,8 +230,10 @@ var settings = []setting{
 		}},
 	{"TRANSCRIBER_DEVICE", "device", "", "this machine's name among the devices that share the vault; unset is an id made once and kept in the data directory",
 		func(c *Config, v string) error { c.Device = strings.TrimSpace(v); return nil }},
-	{"TRANSCRIBER_API_TOKENS", "", "", "bearer tokens of the HTTP job API, comma-separated; unset turns the job endpoints off (environment only)",
+	{"TRANSCRIBER_API_TOKENS", "", "", "accounts of the HTTP job API and the web page, comma-separated, each name:token (a bare token is an account named after its fingerprint); unset turns the job endpoints off (environment only)",
 		func(c *Config, v string) error { c.APITokens = parseList(v); return nil }},
+	{"TRANSCRIBER_ADMINS", "admins", "", "accounts of TRANSCRIBER_API_TOKENS that see, revive and cancel every job, comma-separated",
+		func(c *Config, v string) error { c.Admins = parseList(v); return nil }},
 	{"TRANSCRIBER_MAX_UPLOAD_BYTES", "max-upload-bytes", "1073741824", "largest recording the HTTP API accepts, in bytes",
 		func(c *Config, v string) (err error) {
 			c.MaxUploadBytes, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64)

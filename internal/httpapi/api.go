@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -39,9 +37,11 @@ type BlobStore interface {
 
 // APIOptions configure the job API.
 type APIOptions struct {
-	// Tokens are the bearer tokens accepted; none turns the job endpoints
-	// off.
+	// Tokens are the bearer tokens accepted, each "name:token" or a bare
+	// token; none turns the job endpoints off.
 	Tokens []string
+	// Admins names the accounts that see every job.
+	Admins []string
 	Jobs   Jobs
 	Blobs  BlobStore
 	// SpoolDir holds uploads while they arrive; empty is the system's
@@ -73,9 +73,9 @@ type APIOptions struct {
 
 // API serves the job endpoints under /v1.
 type API struct {
-	opts   APIOptions
-	tokens [][32]byte
-	log    *slog.Logger
+	opts     APIOptions
+	accounts accounts
+	log      *slog.Logger
 
 	drainOnce sync.Once
 	draining  chan struct{}
@@ -103,17 +103,15 @@ func NewAPI(opts APIOptions) (*API, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &API{opts: opts, log: opts.Logger, draining: make(chan struct{}), started: time.Now()}
-	for _, t := range opts.Tokens {
-		if t = strings.TrimSpace(t); t != "" {
-			a.tokens = append(a.tokens, sha256.Sum256([]byte(t)))
-		}
+	accs, err := parseAccounts(opts.Tokens, opts.Admins)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	return a, nil
+	return &API{opts: opts, accounts: accs, log: opts.Logger, draining: make(chan struct{}), started: time.Now()}, nil
 }
 
 // Enabled reports whether any token is configured.
-func (a *API) Enabled() bool { return len(a.tokens) > 0 }
+func (a *API) Enabled() bool { return len(a.accounts) > 0 }
 
 // Drain makes requests that wait for a transcript answer at once with the
 // job's id; the server calls it when it shuts down.
@@ -155,7 +153,7 @@ func (a *API) mount(mux *http.ServeMux) {
 }
 
 // guard answers for the endpoints that need a token: off without tokens,
-// 401 without a right one.
+// 401 without a right one; it hands on the request with its account.
 func (a *API) guard(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !a.Enabled() {
@@ -164,7 +162,8 @@ func (a *API) guard(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		token, given := bearer(r)
-		if !a.valid(token) {
+		acc, ok := a.accounts.find(token)
+		if !ok {
 			challenge := `Bearer realm="transcriber"`
 			msg := "send an API token in the header Authorization: Bearer TOKEN"
 			if given {
@@ -175,7 +174,7 @@ func (a *API) guard(next http.HandlerFunc) http.HandlerFunc {
 			writeError(w, &apiError{status: http.StatusUnauthorized, code: "unauthorized", message: msg})
 			return
 		}
-		next(w, r)
+		next(w, r.WithContext(withAccount(r.Context(), acc)))
 	}
 }
 
@@ -189,20 +188,6 @@ func bearer(r *http.Request) (string, bool) {
 		return "", true
 	}
 	return strings.TrimSpace(token), true
-}
-
-// valid compares digests so that neither the tokens' contents nor their
-// lengths show in the time taken, and always looks at every token.
-func (a *API) valid(token string) bool {
-	if token == "" {
-		return false
-	}
-	sum := sha256.Sum256([]byte(token))
-	match := 0
-	for _, t := range a.tokens {
-		match |= subtle.ConstantTimeCompare(sum[:], t[:])
-	}
-	return match == 1
 }
 
 // logged records each request at debug level: the route, never the query
