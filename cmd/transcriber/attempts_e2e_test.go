@@ -163,6 +163,9 @@ func TestStepKillingItsWorkerEndsDead(t *testing.T) {
 				!strings.Contains(st.Failure.Message, "heartbeat timeout") {
 				t.Fatalf("job: %s, failure %+v; want dead with a heartbeat timeout at transcribing", st.State, st.Failure)
 			}
+			// The job is dead before its sender is told: wait for the
+			// reply step, so that the count of replies below is final.
+			waitFor(t, "the reply to the sender", func() bool { return completions(t, cl.c, id)["SendReply"] > 0 })
 			if st.Failure.Attempts != 2 || engine.count() != 2 {
 				t.Errorf("attempts recorded %d, engine requests %d; want 2 and 2", st.Failure.Attempts, engine.count())
 			}
