@@ -126,8 +126,20 @@ func (p Policy) retryPolicy() *temporal.RetryPolicy {
 func (j *jobState) courtesy(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: courtesyTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 3,
-		},
+		RetryPolicy:         courtesyRetry(),
 	})
+}
+
+// courtesyLocal is courtesy for a local activity.
+func (j *jobState) courtesyLocal(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: courtesyTimeout,
+		RetryPolicy:         courtesyRetry(),
+	})
+}
+
+func courtesyRetry() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 3,
+	}
 }

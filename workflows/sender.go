@@ -22,7 +22,7 @@ const replyInStatusMessage = "reply-in-status-message"
 func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) error {
 	r := j.s.Recipient
 	if r == nil &&
-		workflow.GetVersion(ctx, replyOnlyWhenExpected, workflow.DefaultVersion, 1) >= 1 {
+		(j.s.Lean || workflow.GetVersion(ctx, replyOnlyWhenExpected, workflow.DefaultVersion, 1) >= 1) {
 		return nil
 	}
 	opts := j.stepOptions(ctx, replyTimeout, heartbeatTimeout)
@@ -39,7 +39,7 @@ func (j *jobState) reply(ctx workflow.Context, state job.State, f *job.Failure) 
 	// Only jobs with a status message ask for the version, so the
 	// histories of the others replay unchanged.
 	if r == nil || r.StatusMessage == "" ||
-		workflow.GetVersion(ctx, replyInStatusMessage, workflow.DefaultVersion, 1) < 1 {
+		!j.s.Lean && workflow.GetVersion(ctx, replyInStatusMessage, workflow.DefaultVersion, 1) < 1 {
 		return workflow.ExecuteActivity(opts, a.SendReply, in).Get(ctx, nil)
 	}
 	in.UseStatusMessage = true
@@ -74,9 +74,15 @@ func (j *jobState) showProgress(ctx workflow.Context, s job.State) {
 	if r == nil || r.StatusMessage == "" || j.s.StatusMessageTaken || ctx.Err() != nil {
 		return
 	}
-	err := workflow.ExecuteActivity(j.courtesy(ctx), a.ShowProgress, activities.NoticeInput{
-		JobID: j.s.JobID, Source: j.s.Source, Recipient: *r, State: s,
-	}).Get(ctx, nil)
+	in := activities.NoticeInput{JobID: j.s.JobID, Source: j.s.Source, Recipient: *r, State: s}
+	var err error
+	if j.s.Lean {
+		// Editing the status message again is harmless, so a worker lost
+		// in the middle costs nothing and the edit needs no task of its own.
+		err = workflow.ExecuteLocalActivity(j.courtesyLocal(ctx), a.ShowProgress, in).Get(ctx, nil)
+	} else {
+		err = workflow.ExecuteActivity(j.courtesy(ctx), a.ShowProgress, in).Get(ctx, nil)
+	}
 	if err != nil && ctx.Err() == nil {
 		j.logger(ctx).Info("status message not updated", "state", string(s), "error", err)
 	}

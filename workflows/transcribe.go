@@ -27,7 +27,11 @@ func TranscribeRecording(ctx workflow.Context, in Input) (Result, error) {
 	if err := j.handle(ctx); err != nil {
 		return Result{}, err
 	}
-	if in.Resume == nil && leftToService(in) && workflow.GetVersion(ctx, serviceDefaults, workflow.DefaultVersion, 1) >= 1 {
+	if in.Resume == nil {
+		j.s.Lean = workflow.GetVersion(ctx, leanPublish, workflow.DefaultVersion, 1) >= 1
+	}
+	// A lean job comes after service-defaults, so it need not ask.
+	if in.Resume == nil && leftToService(in) && (j.s.Lean || workflow.GetVersion(ctx, serviceDefaults, workflow.DefaultVersion, 1) >= 1) {
 		j.takeServiceDefaults(ctx, in)
 	}
 	if in.Resume == nil {
@@ -67,6 +71,16 @@ func TranscribeRecording(ctx workflow.Context, in Input) (Result, error) {
 }
 
 var errContinueAsNew = errors.New("continue as new")
+
+// leanPublish marks the change that trims what a job costs the server,
+// without changing what anyone sees: a state change is published to
+// visibility only for the search attributes it changes (the job starts with
+// its state, source and engine set), a job nobody waits a reply for goes
+// from transcribing straight to done, and the progress in a sender's status
+// message is shown by a local activity, which needs no task of its own.
+// It implies every change before it, whose versions it no longer asks for.
+// Jobs started before it run as they began.
+const leanPublish = "lean-publish"
 
 // serviceDefaults marks the change that lets a job leave its engine and
 // retry policy to the service that runs it. Only jobs that leave them ask,
@@ -220,6 +234,11 @@ func (j *jobState) run(ctx workflow.Context) error {
 		}
 	}
 	if !j.s.Replied {
+		if j.s.Recipient == nil && j.s.Lean {
+			// Nothing to reply: the job is done once it is transcribed.
+			j.s.Replied = true
+			return nil
+		}
 		if err := j.enter(ctx, job.Replying); err != nil {
 			return err
 		}
@@ -242,19 +261,26 @@ func (j *jobState) logger(ctx workflow.Context) log.Logger {
 func (j *jobState) enter(ctx workflow.Context, s job.State) error {
 	j.s.State = s
 	j.s.UpdatedAt = workflow.Now(ctx)
-	attrs := []temporal.SearchAttributeUpdate{
-		StateKey.ValueSet(string(s)),
-		SourceKey.ValueSet(string(j.s.Source)),
-		EngineKey.ValueSet(j.s.Engine),
+	var attrs []temporal.SearchAttributeUpdate
+	published := workflow.GetTypedSearchAttributes(ctx)
+	for _, kv := range []struct {
+		key   temporal.SearchAttributeKeyKeyword
+		value string
+	}{{StateKey, string(s)}, {SourceKey, string(j.s.Source)}, {EngineKey, j.s.Engine}} {
+		if v, ok := published.GetKeyword(kv.key); j.s.Lean && ok && v == kv.value {
+			continue
+		}
+		attrs = append(attrs, kv.key.ValueSet(kv.value))
 	}
 	// Only a job flagged for review asks for the version, so every other
 	// history replays unchanged.
 	if j.s.NeedsCheck && workflow.GetVersion(ctx, reviewAttribute, workflow.DefaultVersion, 1) >= 1 {
 		attrs = append(attrs, ReviewKey.ValueSet(ReviewNeedsCheck))
 	}
-	err := workflow.UpsertTypedSearchAttributes(ctx, attrs...)
-	if err != nil {
-		return fmt.Errorf("publish state %s: %w", s, err)
+	if len(attrs) > 0 {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
+			return fmt.Errorf("publish state %s: %w", s, err)
+		}
 	}
 	j.showProgress(ctx, s)
 	return nil

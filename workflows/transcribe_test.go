@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -396,6 +397,7 @@ func (s *workflowSuite) Test_CommandLineJobSkipsReply() {
 func (s *workflowSuite) Test_OldCommandLineJobStillRunsReply() {
 	in := testInput()
 	in.Source, in.Recipient = job.SourceCLI, nil
+	s.env.OnGetVersion(leanPublish, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	s.env.OnGetVersion(replyOnlyWhenExpected, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
@@ -457,4 +459,52 @@ func (s *workflowSuite) Test_TelegramFileTooBigFails() {
 	s.env.ExecuteWorkflow(TranscribeRecording, in)
 
 	s.Equal(job.Failed, s.result().State)
+}
+
+// Scenario: A lean job publishes only what changed and skips the reply state nobody waits for
+func (s *workflowSuite) Test_LeanJobPublishesOnlyChanges() {
+	in := testInput()
+	in.Source, in.Recipient = job.SourceHTTP, nil
+	// As jobctl starts a job: its first state, source and engine are set.
+	s.Require().NoError(s.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(
+		StateKey.ValueSet(string(job.Accepted)), SourceKey.ValueSet(string(job.SourceHTTP)), EngineKey.ValueSet("local"))))
+	var upserts [][]string
+	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		var keys []string
+		for k := range sa.GetUntypedValues() {
+			keys = append(keys, k.GetName())
+		}
+		if v, ok := sa.GetKeyword(StateKey); ok {
+			keys = append(keys, v)
+		}
+		upserts = append(upserts, keys)
+	}).Return(nil)
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(job.Done, s.result().State)
+	s.Equal([][]string{{"TranscriptionState", "converting"}, {"TranscriptionState", "transcribing"}, {"TranscriptionState", "done"}}, upserts)
+}
+
+// Scenario: A lean Telegram job shows its progress by local activities
+func (s *workflowSuite) Test_LeanTelegramProgressIsLocal() {
+	in := testInput()
+	in.Recipient.StatusMessage = "555"
+	var shown []job.State
+	s.env.OnActivity(a.ShowProgress, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		if activity.IsActivity(args.Get(0).(context.Context)) && activity.GetInfo(args.Get(0).(context.Context)).IsLocalActivity {
+			shown = append(shown, args.Get(1).(activities.NoticeInput).State)
+		}
+	}).Return(nil)
+	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
+	s.env.OnActivity(a.SendReply, mock.Anything, mock.Anything).Return(activities.Delivery{InStatusMessage: true}, nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(job.Done, s.result().State)
+	s.Equal([]job.State{job.Accepted, job.Converting, job.Transcribing, job.Replying}, shown)
 }

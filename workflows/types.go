@@ -133,6 +133,9 @@ type Status struct {
 	Fallback     string `json:"fallback,omitempty"`
 	FallbackFrom string `json:"fallback_from,omitempty"`
 	Replied      bool   `json:"replied,omitempty"`
+	// Lean is set for jobs started since lean-publish; it travels across
+	// continue-as-new so that a run goes on as the job began.
+	Lean bool `json:"lean,omitempty"`
 	// Acknowledged is set once the sender was told of the acceptance.
 	Acknowledged bool `json:"acknowledged,omitempty"`
 	// StatusMessageTaken is set while the status message holds the last
