@@ -42,7 +42,7 @@ var (
 )
 
 // transcriberBinary builds the command once for all fault tests.
-func transcriberBinary(t *testing.T) string {
+func transcriberBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "transcriber-bin-*")
