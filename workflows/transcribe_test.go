@@ -37,6 +37,7 @@ func testInput() Input {
 	return Input{
 		Source:    job.SourceTelegram,
 		Recipient: &job.Recipient{Address: "42", Message: "7"},
+		Owner:     job.TelegramOwner(42),
 		Original:  Original{Key: "jobs/j/original.ogg", Name: "voice.ogg", Size: 100},
 		Engine:    "local",
 		Policy:    Policy{Backoff: []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}, MaxAttempts: 5, ParkFor: 24 * time.Hour},
@@ -87,6 +88,11 @@ func (s *workflowSuite) Test_RecordingReachesDone() {
 		if v, ok := sa.GetKeyword(StateKey); ok {
 			states = append(states, v)
 		}
+		// The owner is set by the start options; an upsert of it would
+		// be a command that recorded histories lack.
+		if _, ok := sa.GetKeyword(OwnerKey); ok {
+			s.Fail("the workflow upserted TranscriptionOwner")
+		}
 	}).Return(nil)
 	s.env.OnActivity(a.Convert, mock.Anything, mock.MatchedBy(func(in activities.ConvertInput) bool {
 		return in.OriginalKey == "jobs/j/original.ogg" && in.Engine == "local"
@@ -109,6 +115,7 @@ func (s *workflowSuite) Test_RecordingReachesDone() {
 	s.Equal(3*time.Second, st.Duration)
 	s.Equal("en", st.DetectedLanguage)
 	s.Equal(4, st.Words)
+	s.Equal("telegram:42", st.Owner)
 	s.False(st.FinishedAt.IsZero())
 }
 
