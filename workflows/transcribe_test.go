@@ -81,6 +81,7 @@ func (s *workflowSuite) result() Result {
 }
 
 // Scenario: A recording goes from accepted to done
+// Scenario: A job's owner is on its status and set when it starts, not by the workflow
 func (s *workflowSuite) Test_RecordingReachesDone() {
 	var states []string
 	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {

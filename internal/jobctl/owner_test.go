@@ -7,6 +7,7 @@ import (
 	"github.com/transcriber/transcriber/workflows"
 )
 
+// Scenario: A job's owner is on its status and set when it starts, not by the workflow
 func TestStartOptionsCarryTheOwner(t *testing.T) {
 	o := startOptions(StartRequest{ID: "cli-1", Input: workflows.Input{Source: job.SourceCLI, Engine: "local", Owner: job.OwnerCLI}})
 	if got, ok := o.TypedSearchAttributes.GetKeyword(workflows.OwnerKey); !ok || got != "cli" {

@@ -110,6 +110,7 @@ func runBot(t *testing.T) (*telegramtest.Server, *fakeJobs) {
 }
 
 // Scenario: The bot starts one job per message and revives through the job-control layer, without a Temporal server
+// Scenario: The bot's jobs belong to the sender
 func TestBotStartsAndRevivesThroughJobControl(t *testing.T) {
 	srv, jobs := runBot(t)
 
