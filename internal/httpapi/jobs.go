@@ -139,7 +139,7 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		return "", false, errUnavailable(err)
 	}
 	if !existing {
-		a.log.Info("job accepted", "job_id", id, "bytes", u.size, "engine", engine, "webhook", s.webhook != "")
+		a.log.Info("job accepted", "job_id", id, "owner", owner, "bytes", u.size, "engine", engine, "webhook", s.webhook != "")
 	}
 	return id, existing, nil
 }
