@@ -138,6 +138,10 @@ func TestAnotherAccountsJobIsNotFound(t *testing.T) {
 	if w := h.do(t, as("tr", httptest.NewRequest(http.MethodPost, "/v1/jobs/"+id+"/revive", nil))); w.Code != http.StatusAccepted {
 		t.Errorf("revive by the admin = %d %s; want 202", w.Code, w.Body)
 	}
+	// Whose job it is comes from visibility: with no worker to answer for
+	// the job, bob still hears of none and alice still cancels it.
+	h.jobs.set(id, func(j *fakeJob) { j.unanswered = true })
+	wantError(t, h.do(t, as("tb", httptest.NewRequest(http.MethodDelete, "/v1/jobs/"+id, nil))), http.StatusNotFound, "not_found")
 	if w := h.do(t, as("ta", httptest.NewRequest(http.MethodDelete, "/v1/jobs/"+id, nil))); w.Code != http.StatusAccepted {
 		t.Errorf("cancel by alice = %d %s; want 202", w.Code, w.Body)
 	}

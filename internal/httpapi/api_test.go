@@ -45,6 +45,9 @@ type fakeJob struct {
 	closed bool
 	// backingOff names a step that waits out a back-off.
 	backingOff string
+	// unanswered makes Get fail as a status query does while no worker
+	// runs.
+	unanswered bool
 }
 
 var _ Jobs = (*fakeJobs)(nil)
@@ -58,7 +61,7 @@ func (f *fakeJobs) Lookup(_ context.Context, id string) (jobctl.Existing, error)
 	if !ok {
 		return jobctl.Existing{}, jobctl.ErrNotFound
 	}
-	return jobctl.Existing{ContentSHA256: j.hash, Closed: j.closed, Rerunnable: j.closed && j.status.State == job.Cancelled}, nil
+	return jobctl.Existing{ContentSHA256: j.hash, Closed: j.closed, Rerunnable: j.closed && j.status.State == job.Cancelled, Owner: j.status.Owner}, nil
 }
 
 func (f *fakeJobs) Start(_ context.Context, req jobctl.StartRequest) (bool, error) {
@@ -97,6 +100,11 @@ func (f *fakeJobs) Get(_ context.Context, id string) (workflows.Status, []jobctl
 	st, ok := f.status(id)
 	if !ok {
 		return st, nil, jobctl.ErrNotFound
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.jobs[id].unanswered {
+		return workflows.Status{}, nil, context.DeadlineExceeded
 	}
 	return st, nil, nil
 }

@@ -341,22 +341,32 @@ func (a *API) jobError(id string, err error) *apiError {
 // ownJob is the one way an endpoint reaches a job by its id: the job's
 // status and pending steps when the caller may see it, else the very 404
 // of a job that does not exist, so that nobody learns another account's
-// job ids. Admins see every job; a job without an owner (older than
-// owners) only they see.
+// job ids. Endpoints that act on a job without reading it (revive, cancel)
+// ask checkOwner alone, which ownJob goes through too.
 func (a *API) ownJob(ctx context.Context, id string) (workflows.Status, []jobctl.Pending, *apiError) {
+	if apiErr := a.checkOwner(ctx, id); apiErr != nil {
+		return workflows.Status{}, nil, apiErr
+	}
 	st, pending, err := a.opts.Jobs.Get(ctx, id)
 	if err != nil {
 		return workflows.Status{}, nil, a.jobError(id, err)
 	}
-	if !mayAccess(accountOf(ctx), st) {
-		return workflows.Status{}, nil, errNoJob(id)
-	}
 	return st, pending, nil
 }
 
-// mayAccess reports whether acc may see and steer the job.
-func mayAccess(acc Account, st workflows.Status) bool {
-	return acc.Admin || (st.Owner != "" && st.Owner == acc.Name)
+// checkOwner decides whether the caller may reach the job: admins reach
+// every job, an account its own; a job without an owner (older than
+// owners) only admins. It reads the owner from visibility rather than from
+// the job's status, so that a cancel works while no worker answers queries.
+func (a *API) checkOwner(ctx context.Context, id string) *apiError {
+	e, err := a.opts.Jobs.Lookup(ctx, id)
+	if err != nil {
+		return a.jobError(id, err)
+	}
+	if acc := accountOf(ctx); !acc.Admin && (e.Owner == "" || e.Owner != acc.Name) {
+		return errNoJob(id)
+	}
+	return nil
 }
 
 func errNoJob(id string) *apiError { return errNotFound("no job " + id) }
@@ -472,7 +482,7 @@ type retriedStep struct {
 
 func (a *API) reviveJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, _, apiErr := a.ownJob(r.Context(), id); apiErr != nil {
+	if apiErr := a.checkOwner(r.Context(), id); apiErr != nil {
 		writeError(w, apiErr)
 		return
 	}
@@ -528,7 +538,7 @@ type cancelBody struct {
 
 func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, _, apiErr := a.ownJob(r.Context(), id); apiErr != nil {
+	if apiErr := a.checkOwner(r.Context(), id); apiErr != nil {
 		writeError(w, apiErr)
 		return
 	}

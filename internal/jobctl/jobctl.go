@@ -294,6 +294,9 @@ type Existing struct {
 	// Closed is set once the workflow has closed; Rerunnable when it closed
 	// cancelled or terminated, so that the id may start a new job.
 	Closed, Rerunnable bool
+	// Owner is the job's TranscriptionOwner, empty for jobs older than
+	// owners. It comes from visibility, so no worker needs to answer.
+	Owner string
 }
 
 // Lookup finds the job under id; ErrNotFound when there is none.
@@ -303,7 +306,7 @@ func (s *Service) Lookup(ctx context.Context, id string) (Existing, error) {
 		return Existing{}, notFound(id, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	var e Existing
+	e := Existing{Owner: keyword(info.GetSearchAttributes(), workflows.OwnerKey.GetName())}
 	if p := info.GetMemo().GetFields()[MemoContentSHA256]; p != nil {
 		if err := converter.GetDefaultDataConverter().FromPayload(p, &e.ContentSHA256); err != nil {
 			return Existing{}, fmt.Errorf("memo of job %s: %w", id, err)
