@@ -53,6 +53,10 @@ var (
 	// ReviewKey is ReviewNeedsCheck on a done job whose recognition service
 	// asked for a person to check the transcript, and unset otherwise.
 	ReviewKey = temporal.NewSearchAttributeKeyKeyword("TranscriptionReview")
+	// OwnerKey is the job's owner (Input.Owner), set once when the job
+	// starts, not upserted: the workflow's commands stay those of the
+	// histories already recorded. Jobs without an owner lack it.
+	OwnerKey = temporal.NewSearchAttributeKeyKeyword("TranscriptionOwner")
 )
 
 // ReviewNeedsCheck is the value of ReviewKey on a job to review.
@@ -65,6 +69,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		SourceKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		EngineKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		ReviewKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		OwnerKey.GetName():  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
 }
 
@@ -74,16 +79,25 @@ func TelegramJobID(chatID int64, messageID int) string {
 	return "tg-" + strconv.FormatInt(chatID, 10) + "-" + strconv.Itoa(messageID)
 }
 
-// HTTPJobID is the job of one idempotency key (or content hash) of the API.
-func HTTPJobID(key string) string { return "http-" + key }
+// HTTPJobID is the job of one idempotency key of one account of the API.
+// The key is the client's own name and may be any, so the id is a digest
+// of owner and key: two accounts that choose the same key get two jobs, and
+// the id tells neither the key nor the owner to whoever sees it.
+func HTTPJobID(owner, key string) string {
+	h := sha256.New()
+	h.Write([]byte(owner))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return "http-" + hex.EncodeToString(h.Sum(nil)[:12])
+}
 
 // HTTPContentJobID names an HTTP job sent without an idempotency key by
-// what determines its result, as CLIJobID does: sending the same recording
-// again finds its job.
-// Extras are whatever else changes the result (Recognition.Key); none
-// keeps the id a job without them always had.
-func HTTPContentJobID(contentSHA256 []byte, engine, language string, extras ...string) string {
-	return HTTPJobID(resultDigest(contentSHA256, engine, language, extras...))
+// what determines its result and who sent it, as CLIJobID does: the same
+// account sending the same recording again finds its job; another account
+// gets its own.
+// Extras are whatever else changes the result (Recognition.Key).
+func HTTPContentJobID(owner string, contentSHA256 []byte, engine, language string, extras ...string) string {
+	return "http-" + resultDigest(contentSHA256, engine, language, append([]string{"owner=" + owner}, extras...)...)
 }
 
 // CLIJobID names a command-line job by what determines its result: the

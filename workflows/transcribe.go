@@ -170,6 +170,8 @@ func newJob(ctx workflow.Context, in Input) *jobState {
 		WebhookURL: in.WebhookURL,
 
 		Recognition: in.Recognition,
+
+		Owner: in.Owner,
 	}}
 }
 

@@ -38,6 +38,7 @@ func testInput() Input {
 	return Input{
 		Source:    job.SourceTelegram,
 		Recipient: &job.Recipient{Address: "42", Message: "7"},
+		Owner:     job.TelegramOwner(42),
 		Original:  Original{Key: "jobs/j/original.ogg", Name: "voice.ogg", Size: 100},
 		Engine:    "local",
 		Policy:    Policy{Backoff: []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}, MaxAttempts: 5, ParkFor: 24 * time.Hour},
@@ -81,12 +82,18 @@ func (s *workflowSuite) result() Result {
 }
 
 // Scenario: A recording goes from accepted to done
+// Scenario: A job's owner is on its status and set when it starts, not by the workflow
 func (s *workflowSuite) Test_RecordingReachesDone() {
 	var states []string
 	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
 		if v, ok := sa.GetKeyword(StateKey); ok {
 			states = append(states, v)
+		}
+		// The owner is set by the start options; an upsert of it would
+		// be a command that recorded histories lack.
+		if _, ok := sa.GetKeyword(OwnerKey); ok {
+			s.Fail("the workflow upserted TranscriptionOwner")
 		}
 	}).Return(nil)
 	s.env.OnActivity(a.Convert, mock.Anything, mock.MatchedBy(func(in activities.ConvertInput) bool {
@@ -110,6 +117,7 @@ func (s *workflowSuite) Test_RecordingReachesDone() {
 	s.Equal(3*time.Second, st.Duration)
 	s.Equal("en", st.DetectedLanguage)
 	s.Equal(4, st.Words)
+	s.Equal("telegram:42", st.Owner)
 	s.False(st.FinishedAt.IsZero())
 }
 

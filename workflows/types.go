@@ -33,6 +33,11 @@ type Input struct {
 	// starts.
 	Resume *Status `json:"resume,omitempty"`
 
+	// Owner is who sent the job (an account, job.TelegramOwner,
+	// job.VaultOwner, job.OwnerCLI); empty on jobs started before jobs had
+	// owners, which only admins see.
+	Owner string `json:"owner,omitempty"`
+
 	// Recognition asks more of the engine than the words: speaker labels,
 	// a temperature, English instead of the spoken language.
 	Recognition Recognition `json:"recognition,omitzero"`
@@ -160,6 +165,9 @@ type Status struct {
 	// Recipient and Policy travel with the job across continue-as-new.
 	Recipient *job.Recipient `json:"recipient,omitempty"`
 	Policy    Policy         `json:"policy"`
+
+	// Owner is the job's Input.Owner.
+	Owner string `json:"owner"`
 }
 
 // Piece is audio on its way through an engine, the whole recording or one

@@ -15,6 +15,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/testaudio"
 )
@@ -51,6 +52,9 @@ func TestTranscribeStdin(t *testing.T) {
 		show := runCLI(t, u.client, "jobs", "show", id)
 		if !strings.Contains(show.stdout, "stdin") {
 			t.Errorf("jobs show %s does not name the original stdin:\n%s", id, show.stdout)
+		}
+		if got := showField(show.stdout, "owner"); got != job.OwnerCLI {
+			t.Errorf("jobs show %s: owner %q; want %q", id, got, job.OwnerCLI)
 		}
 	})
 

@@ -22,13 +22,18 @@ const jobsUsage = `Usage: transcriber jobs <list|show|revive|cancel|retry-pendin
 Operator commands over the jobs of TEMPORAL_ADDRESS (default: the
 "transcriber up" on this machine).
 
-  list [--state S]   jobs, newest first; S is accepted, converting,
-                     transcribing, replying, done, failed, dead or cancelled
-  show ID            a job's state, failure, attempts and transcript
+  list [--state S] [--owner O]
+                     jobs, newest first; S is accepted, converting,
+                     transcribing, replying, done, failed, dead or cancelled;
+                     O is an owner: an API account, telegram:USER_ID,
+                     vault:DEVICE or cli
+  show ID            a job's state, owner, failure, attempts and transcript
   revive ID          resume a failed or dead job from the step that stopped it,
                      or run a step waiting out a back-off now, attempts from 1
   cancel ID          cancel a job; its recording is kept
-  retry-pending      run every step waiting out a back-off now, in every job
+  retry-pending [--owner O]
+                     run every step waiting out a back-off now, in every job
+                     (of owner O)
 
 The same is possible in the Temporal Web UI (search TranscriptionState="dead",
 signal "revive") and with the temporal CLI.`
@@ -48,16 +53,19 @@ func runJobs(ctx context.Context, args []string, env func(string) string, stdin 
 	}
 	fs := newFlagSet("jobs "+sub, jobsUsage, stderr)
 	cfg.RegisterFlags(fs)
-	state := ""
+	state, owner := "", ""
 	asJSON := false
 	format := "txt"
 	switch sub {
 	case "list":
 		fs.StringVar(&state, "state", "", "only jobs in this state")
+		fs.StringVar(&owner, "owner", "", "only jobs of this owner (TranscriptionOwner)")
 	case "show":
 		fs.BoolVar(&asJSON, "json", false, "print the status as JSON")
 		fs.StringVar(&format, "format", "txt", "transcript format: "+strings.Join(transcript.Formats, ", "))
-	case "revive", "cancel", "retry-pending":
+	case "retry-pending":
+		fs.StringVar(&owner, "owner", "", "only jobs of this owner (TranscriptionOwner)")
+	case "revive", "cancel":
 	default:
 		return usageError("unknown jobs subcommand %q (want list, show, revive, cancel or retry-pending)", sub)
 	}
@@ -82,25 +90,25 @@ func runJobs(ctx context.Context, args []string, env func(string) string, stdin 
 	jobs := conn.jobs(cfg)
 	switch sub {
 	case "list":
-		return listJobs(ctx, jobs, state, stdout)
+		return listJobs(ctx, jobs, state, owner, stdout)
 	case "show":
 		return showJob(ctx, jobs, cfg, env, id, asJSON, format, stdout)
 	case "revive":
 		return reviveJob(ctx, jobs, id, stdout)
 	case "retry-pending":
-		return retryPending(ctx, jobs, stdout)
+		return retryPending(ctx, jobs, owner, stdout)
 	default:
 		return cancelJob(ctx, jobs, id, stdout)
 	}
 }
 
-func listJobs(ctx context.Context, svc *jobctl.Service, state string, w io.Writer) error {
+func listJobs(ctx context.Context, svc *jobctl.Service, state, owner string, w io.Writer) error {
 	st, err := jobctl.ParseState(state)
 	if err != nil {
 		return usageError("--state: %v", err)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tSOURCE\tENGINE\tSTARTED")
+	fmt.Fprintln(tw, "ID\tSTATE\tSOURCE\tENGINE\tOWNER\tSTARTED")
 	or := func(s string) string {
 		if s == "" {
 			return "-"
@@ -109,13 +117,13 @@ func listJobs(ctx context.Context, svc *jobctl.Service, state string, w io.Write
 	}
 	var token []byte
 	for {
-		page, next, err := svc.List(ctx, st, 500, token)
+		page, next, err := svc.List(ctx, jobctl.Filter{State: st, Owner: owner}, 500, token)
 		if err != nil {
 			return err
 		}
 		for _, j := range page {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, or(string(j.State)), or(string(j.Source)), or(j.Engine),
-				j.Started.Local().Format(time.DateTime))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, or(string(j.State)), or(string(j.Source)), or(j.Engine),
+				or(j.Owner), j.Started.Local().Format(time.DateTime))
 		}
 		if token = next; len(token) == 0 {
 			break
@@ -144,6 +152,11 @@ func showJob(ctx context.Context, jobs *jobctl.Service, cfg config.Config, geten
 	row("state", string(st.State))
 	row("source", string(st.Source))
 	row("engine", st.Engine)
+	if st.Owner != "" {
+		row("owner", st.Owner)
+	} else {
+		row("owner", "none (older than owners; only admins see it over the API)")
+	}
 	if st.FallbackFrom != "" {
 		row("fallback from", st.FallbackFrom)
 	}
@@ -258,8 +271,8 @@ func reviveJob(ctx context.Context, jobs *jobctl.Service, id string, w io.Writer
 	return nil
 }
 
-func retryPending(ctx context.Context, jobs *jobctl.Service, w io.Writer) error {
-	revived, err := jobs.RetryPending(ctx)
+func retryPending(ctx context.Context, jobs *jobctl.Service, owner string, w io.Writer) error {
+	revived, err := jobs.RetryPending(ctx, owner)
 	for _, r := range revived {
 		printRevival(w, r.Status.JobID, r)
 	}

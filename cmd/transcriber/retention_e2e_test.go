@@ -18,7 +18,9 @@ func TestRetentionRemovesJobObjects(t *testing.T) {
 	engine := newOpenAIStandIn(t)
 	dataDir := t.TempDir()
 	u := startUp(t, dataDir, "TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1",
-		"TRANSCRIBER_RETENTION", "10s", "TRANSCRIBER_API_TOKENS", "retention-token")
+		"TRANSCRIBER_RETENTION", "10s", "TRANSCRIBER_API_TOKENS", "ops:retention-token",
+		// The job is the command line's; only an admin sees it over the API.
+		"TRANSCRIBER_ADMINS", "ops")
 	note := testaudio.VoiceNote(t, t.TempDir())
 	r := runCLI(t, u.client, "transcribe", note)
 	if r.code != 0 || !strings.Contains(r.stdout, testaudio.GoForwardText) {

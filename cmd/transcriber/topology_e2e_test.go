@@ -153,7 +153,8 @@ func TestTopologyWithoutDocker(t *testing.T) {
 		procs = append(procs, p)
 	}
 	bot, botAddr := start("bot", "TELEGRAM_ALLOWED_USERS="+strconv.FormatInt(owner.ID, 10))
-	api, apiAddr := start("api", "TRANSCRIBER_API_TOKENS="+apiToken)
+	// An admin, to see the Telegram job beside its own.
+	api, apiAddr := start("api", "TRANSCRIBER_API_TOKENS=ops:"+apiToken, "TRANSCRIBER_ADMINS=ops")
 	waitReady(t, bot, botAddr)
 	waitReady(t, api, apiAddr)
 	procs = append(procs, bot, api)

@@ -467,6 +467,7 @@ func submitFile(ctx context.Context, jobs *jobctl.Service, blobs blob.Store, cfg
 		Recognition: rec,
 		Policy:      policy,
 		AcceptedAt:  time.Now(),
+		Owner:       job.OwnerCLI,
 	}
 	// The same file submitted while its job runs joins that job; once the
 	// job has closed, submitting it again starts afresh.

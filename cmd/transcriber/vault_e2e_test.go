@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/transcriber/transcriber/internal/blob"
+	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/testaudio"
 	"github.com/transcriber/transcriber/internal/vault"
@@ -191,7 +192,8 @@ func TestVaultTranscribesVoiceNotesWithTheLocalEngine(t *testing.T) {
 		t.Errorf("the empty recording was removed: %v", err)
 	}
 	r := runCLI(t, u.client, "jobs", "show", vault.JobID("mac", "a"))
-	if r.code != 0 || showField(r.stdout, "source") != "vault" || showField(r.stdout, "state") != "done" {
+	if r.code != 0 || showField(r.stdout, "source") != "vault" || showField(r.stdout, "state") != "done" ||
+		showField(r.stdout, "owner") != job.VaultOwner("mac") {
 		t.Errorf("jobs show of the vault job: code %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 

@@ -25,7 +25,7 @@ if ! temporal operator namespace describe --namespace "$TEMPORAL_NAMESPACE" >/de
 fi
 
 # Keep in step with workflows.SearchAttributes().
-for name in TranscriptionState TranscriptionSource TranscriptionEngine TranscriptionReview; do
+for name in TranscriptionState TranscriptionSource TranscriptionEngine TranscriptionReview TranscriptionOwner; do
 	temporal operator search-attribute create --namespace "$TEMPORAL_NAMESPACE" --name "$name" --type Keyword
 done
 temporal operator search-attribute list --namespace "$TEMPORAL_NAMESPACE"

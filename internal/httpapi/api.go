@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/transcriber/transcriber/internal/job"
 	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/workflows"
 )
@@ -23,10 +22,12 @@ type Jobs interface {
 	Start(ctx context.Context, req jobctl.StartRequest) (existing bool, err error)
 	Get(ctx context.Context, id string) (workflows.Status, []jobctl.Pending, error)
 	Await(ctx context.Context, id string, unanswered func(error)) (workflows.Status, error)
-	List(ctx context.Context, state job.State, pageSize int, token []byte) ([]jobctl.Summary, []byte, error)
+	List(ctx context.Context, f jobctl.Filter, pageSize int, token []byte) ([]jobctl.Summary, []byte, error)
 	Revive(ctx context.Context, id string) (jobctl.Revival, error)
 	Cancel(ctx context.Context, id string) error
-	RetryPending(ctx context.Context) ([]jobctl.Revival, error)
+	// RetryPending retries the pending jobs of owner, of everyone when
+	// owner is empty.
+	RetryPending(ctx context.Context, owner string) ([]jobctl.Revival, error)
 }
 
 // BlobStore keeps uploads and holds transcripts.

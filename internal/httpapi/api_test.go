@@ -32,8 +32,10 @@ import (
 type fakeJobs struct {
 	mu      sync.Mutex
 	jobs    map[string]*fakeJob
-	listed  job.State
+	listed  jobctl.Filter
 	revived []string
+	// retriedFor is the owner the last RetryPending was asked for.
+	retriedFor string
 }
 
 type fakeJob struct {
@@ -43,6 +45,9 @@ type fakeJob struct {
 	closed bool
 	// backingOff names a step that waits out a back-off.
 	backingOff string
+	// unanswered makes Get fail as a status query does while no worker
+	// runs.
+	unanswered bool
 }
 
 var _ Jobs = (*fakeJobs)(nil)
@@ -56,7 +61,7 @@ func (f *fakeJobs) Lookup(_ context.Context, id string) (jobctl.Existing, error)
 	if !ok {
 		return jobctl.Existing{}, jobctl.ErrNotFound
 	}
-	return jobctl.Existing{ContentSHA256: j.hash, Closed: j.closed, Rerunnable: j.closed && j.status.State == job.Cancelled}, nil
+	return jobctl.Existing{ContentSHA256: j.hash, Closed: j.closed, Rerunnable: j.closed && j.status.State == job.Cancelled, Owner: j.status.Owner}, nil
 }
 
 func (f *fakeJobs) Start(_ context.Context, req jobctl.StartRequest) (bool, error) {
@@ -70,7 +75,7 @@ func (f *fakeJobs) Start(_ context.Context, req jobctl.StartRequest) (bool, erro
 	}
 	f.jobs[req.ID] = &fakeJob{hash: req.ContentSHA256, in: req.Input, status: workflows.Status{
 		JobID: req.ID, State: job.Accepted, Source: req.Input.Source, Engine: req.Input.Engine,
-		Original: req.Input.Original, AcceptedAt: req.Input.AcceptedAt,
+		Original: req.Input.Original, AcceptedAt: req.Input.AcceptedAt, Owner: req.Input.Owner,
 	}}
 	return false, nil
 }
@@ -96,6 +101,11 @@ func (f *fakeJobs) Get(_ context.Context, id string) (workflows.Status, []jobctl
 	if !ok {
 		return st, nil, jobctl.ErrNotFound
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.jobs[id].unanswered {
+		return workflows.Status{}, nil, context.DeadlineExceeded
+	}
 	return st, nil, nil
 }
 
@@ -116,14 +126,14 @@ func (f *fakeJobs) Await(ctx context.Context, id string, _ func(error)) (workflo
 	}
 }
 
-func (f *fakeJobs) List(_ context.Context, state job.State, _ int, _ []byte) ([]jobctl.Summary, []byte, error) {
+func (f *fakeJobs) List(_ context.Context, filter jobctl.Filter, _ int, _ []byte) ([]jobctl.Summary, []byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.listed = state
+	f.listed = filter
 	var out []jobctl.Summary
 	for id, j := range f.jobs {
-		if state == "" || j.status.State == state {
-			out = append(out, jobctl.Summary{ID: id, State: j.status.State})
+		if (filter.State == "" || j.status.State == filter.State) && (filter.Owner == "" || j.status.Owner == filter.Owner) {
+			out = append(out, jobctl.Summary{ID: id, State: j.status.State, Owner: j.status.Owner})
 		}
 	}
 	return out, nil, nil
@@ -147,12 +157,13 @@ func (f *fakeJobs) Revive(_ context.Context, id string) (jobctl.Revival, error) 
 	return r, nil
 }
 
-func (f *fakeJobs) RetryPending(context.Context) ([]jobctl.Revival, error) {
+func (f *fakeJobs) RetryPending(_ context.Context, owner string) ([]jobctl.Revival, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.retriedFor = owner
 	var out []jobctl.Revival
 	for id, j := range f.jobs {
-		if j.backingOff != "" {
+		if j.backingOff != "" && (owner == "" || j.status.Owner == owner) {
 			out = append(out, jobctl.Revival{Status: j.status, Retried: []jobctl.Pending{{ID: "5", Activity: j.backingOff, Attempt: 2}}})
 			f.revived = append(f.revived, id)
 		}
@@ -369,17 +380,18 @@ func TestCreateJobIdempotency(t *testing.T) {
 		t.Fatalf("status = %d; want 202 (%s)", w.Code, w.Body)
 	}
 	first := decode[acceptedBody](t, w)
-	if first.ID != "http-order-42" || first.Existing || first.State != job.Accepted ||
-		first.Links["self"] != "/v1/jobs/http-order-42" || first.Links["transcript"] != "/v1/jobs/http-order-42/transcript" {
+	keyID := workflows.HTTPJobID(Fingerprint(token), "order-42")
+	if first.ID != keyID || first.Existing || first.State != job.Accepted ||
+		first.Links["self"] != "/v1/jobs/"+keyID || first.Links["transcript"] != "/v1/jobs/"+keyID+"/transcript" {
 		t.Errorf("answer = %+v", first)
 	}
-	if loc := w.Header().Get("Location"); loc != "/v1/jobs/http-order-42" {
+	if loc := w.Header().Get("Location"); loc != "/v1/jobs/"+keyID {
 		t.Errorf("Location = %q", loc)
 	}
-	fj := h.jobs.jobs["http-order-42"]
+	fj := h.jobs.jobs[keyID]
 	sum := sha256.Sum256(ogg)
 	if fj.hash != hex.EncodeToString(sum[:]) || fj.in.Source != job.SourceHTTP || fj.in.Original.Size != int64(len(ogg)) ||
-		fj.in.Original.MIME != "audio/ogg" || fj.in.Engine != "local" || fj.in.Policy.MaxAttempts != job.DefaultMaxAttempts {
+		fj.in.Original.MIME != "audio/ogg" || fj.in.Engine != "local" || fj.in.Policy.MaxAttempts != job.DefaultMaxAttempts || fj.in.Owner != Fingerprint(token) {
 		t.Errorf("started job = %+v, hash %s", fj.in, fj.hash)
 	}
 	stored, err := h.blobs.Open(context.Background(), fj.in.Original.Key)
@@ -393,7 +405,7 @@ func TestCreateJobIdempotency(t *testing.T) {
 	}
 
 	again := h.do(t, raw(ogg, "order-42"))
-	if again.Code != http.StatusAccepted || decode[acceptedBody](t, again).ID != "http-order-42" || !decode[acceptedBody](t, again).Existing {
+	if again.Code != http.StatusAccepted || decode[acceptedBody](t, again).ID != keyID || !decode[acceptedBody](t, again).Existing {
 		t.Errorf("same key, same bytes: %d %s; want 202 with the same id, existing", again.Code, again.Body)
 	}
 	wantError(t, h.do(t, raw(other, "order-42")), http.StatusConflict, "idempotency_conflict")
@@ -402,7 +414,7 @@ func TestCreateJobIdempotency(t *testing.T) {
 	a := decode[acceptedBody](t, h.do(t, raw(ogg, "")))
 	b := decode[acceptedBody](t, h.do(t, raw(ogg, "")))
 	c := decode[acceptedBody](t, h.do(t, raw(other, "")))
-	if want := workflows.HTTPContentJobID(sum[:], "local", ""); a.ID != want || b.ID != want || !b.Existing {
+	if want := workflows.HTTPContentJobID(Fingerprint(token), sum[:], "local", ""); a.ID != want || b.ID != want || !b.Existing {
 		t.Errorf("content ids %q, %q (existing %v); want %q twice", a.ID, b.ID, b.Existing, want)
 	}
 	if c.ID == a.ID {
@@ -669,7 +681,7 @@ func TestListReviveCancel(t *testing.T) {
 	}
 	wantError(t, req(http.MethodGet, "/v1/jobs?state=sleeping"), http.StatusBadRequest, "invalid_state")
 	wantError(t, req(http.MethodGet, "/v1/jobs?limit=0"), http.StatusBadRequest, "invalid_limit")
-	if l := decode[listBody](t, req(http.MethodGet, "/v1/jobs?state=dead")); len(l.Jobs) != 0 || h.jobs.listed != job.Dead {
+	if l := decode[listBody](t, req(http.MethodGet, "/v1/jobs?state=dead")); len(l.Jobs) != 0 || h.jobs.listed.State != job.Dead {
 		t.Errorf("dead list = %+v (asked for %q)", l, h.jobs.listed)
 	}
 

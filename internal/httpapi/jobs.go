@@ -86,13 +86,14 @@ func webhookURL(field func(name string) string) string {
 func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, existing bool, apiErr *apiError) {
 	engine, fallback := a.opts.Engine(s.engine, s.language)
 	hash := hex.EncodeToString(u.sha256)
+	owner := accountOf(ctx).Name
 	policy := jobctl.OnePerID
 	if s.key != "" {
-		id = workflows.HTTPJobID(s.key)
+		id = workflows.HTTPJobID(owner, s.key)
 	} else {
 		// Without a key the bytes name the job; a cancelled one may be
 		// sent again.
-		id, policy = workflows.HTTPContentJobID(u.sha256, engine, s.language, s.recognition.Key()), jobctl.OnePerIDUnlessCancelled
+		id, policy = workflows.HTTPContentJobID(owner, u.sha256, engine, s.language, s.recognition.Key()), jobctl.OnePerIDUnlessCancelled
 	}
 	rerun := policy == jobctl.OnePerIDUnlessCancelled
 	e, err := a.opts.Jobs.Lookup(ctx, id)
@@ -128,6 +129,7 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		Policy:      a.opts.Policy,
 		AcceptedAt:  time.Now(),
 		WebhookURL:  s.webhook,
+		Owner:       owner,
 	}
 	existing, err = a.opts.Jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, ContentSHA256: hash, Policy: policy})
 	switch {
@@ -137,7 +139,7 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		return "", false, errUnavailable(err)
 	}
 	if !existing {
-		a.log.Info("job accepted", "job_id", id, "bytes", u.size, "engine", engine, "webhook", s.webhook != "")
+		a.log.Info("job accepted", "job_id", id, "owner", owner, "bytes", u.size, "engine", engine, "webhook", s.webhook != "")
 	}
 	return id, existing, nil
 }
@@ -216,6 +218,8 @@ type jobView struct {
 	State  job.State  `json:"state"`
 	Source job.Source `json:"source,omitempty"`
 	Engine string     `json:"engine,omitempty"`
+	// Owner is who sent the job; empty for jobs older than owners.
+	Owner string `json:"owner,omitempty"`
 	// Step is the step running, or the one that stopped a failed or dead
 	// job.
 	Step     job.State `json:"step,omitempty"`
@@ -282,7 +286,7 @@ var progressOf = map[job.State]float64{
 
 func viewOf(st workflows.Status, pending []jobctl.Pending) jobView {
 	v := jobView{
-		ID: st.JobID, State: st.State, Source: st.Source, Engine: st.Engine,
+		ID: st.JobID, State: st.State, Source: st.Source, Engine: st.Engine, Owner: st.Owner,
 		Language: st.Language, DetectedLanguage: st.DetectedLanguage, Words: st.Words,
 		DurationSeconds: st.Duration.Seconds(), Chunks: len(st.Chunks), ChunksDone: st.ChunksDone, Revivals: st.Revivals,
 		FallbackFrom: st.FallbackFrom, Service: st.Service, ServiceVersion: st.ServiceVersion, NeedsCheck: st.NeedsCheck,
@@ -327,18 +331,51 @@ func viewOf(st workflows.Status, pending []jobctl.Pending) jobView {
 func (a *API) jobError(id string, err error) *apiError {
 	switch {
 	case errors.Is(err, jobctl.ErrNotFound):
-		return errNotFound("no job " + id)
+		return errNoJob(id)
 	case errors.Is(err, context.Canceled):
 		return &apiError{status: 499, code: "cancelled", message: "the request was cancelled"}
 	}
 	return errUnavailable(err)
 }
 
+// ownJob is the one way an endpoint reaches a job by its id: the job's
+// status and pending steps when the caller may see it, else the very 404
+// of a job that does not exist, so that nobody learns another account's
+// job ids. Endpoints that act on a job without reading it (revive, cancel)
+// ask checkOwner alone, which ownJob goes through too.
+func (a *API) ownJob(ctx context.Context, id string) (workflows.Status, []jobctl.Pending, *apiError) {
+	if apiErr := a.checkOwner(ctx, id); apiErr != nil {
+		return workflows.Status{}, nil, apiErr
+	}
+	st, pending, err := a.opts.Jobs.Get(ctx, id)
+	if err != nil {
+		return workflows.Status{}, nil, a.jobError(id, err)
+	}
+	return st, pending, nil
+}
+
+// checkOwner decides whether the caller may reach the job: admins reach
+// every job, an account its own; a job without an owner (older than
+// owners) only admins. It reads the owner from visibility rather than from
+// the job's status, so that a cancel works while no worker answers queries.
+func (a *API) checkOwner(ctx context.Context, id string) *apiError {
+	e, err := a.opts.Jobs.Lookup(ctx, id)
+	if err != nil {
+		return a.jobError(id, err)
+	}
+	if acc := accountOf(ctx); !acc.Admin && (e.Owner == "" || e.Owner != acc.Name) {
+		return errNoJob(id)
+	}
+	return nil
+}
+
+func errNoJob(id string) *apiError { return errNotFound("no job " + id) }
+
 func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	st, pending, err := a.opts.Jobs.Get(r.Context(), id)
-	if err != nil {
-		writeError(w, a.jobError(id, err))
+	st, pending, apiErr := a.ownJob(r.Context(), id)
+	if apiErr != nil {
+		writeError(w, apiErr)
 		return
 	}
 	writeJSON(w, http.StatusOK, viewOf(st, pending))
@@ -368,7 +405,16 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errBadRequest("invalid_page_token", "page_token is not one this server gave"))
 		return
 	}
-	list, next, err := a.opts.Jobs.List(r.Context(), state, limit, token)
+	f := jobctl.Filter{State: state, Owner: q.Get("owner")}
+	if acc := accountOf(r.Context()); !acc.Admin {
+		if f.Owner != "" && f.Owner != acc.Name {
+			writeError(w, &apiError{status: http.StatusForbidden, code: "forbidden",
+				message: "only admin accounts (TRANSCRIBER_ADMINS) list the jobs of other owners"})
+			return
+		}
+		f.Owner = acc.Name
+	}
+	list, next, err := a.opts.Jobs.List(r.Context(), f, limit, token)
 	if err != nil {
 		writeError(w, errUnavailable(err))
 		return
@@ -390,9 +436,9 @@ func (a *API) getTranscript(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errBadRequest("invalid_format", fmt.Sprintf("format %q is not one of %s", format, strings.Join(transcript.Formats, ", "))))
 		return
 	}
-	st, _, err := a.opts.Jobs.Get(r.Context(), id)
-	if err != nil {
-		writeError(w, a.jobError(id, err))
+	st, _, apiErr := a.ownJob(r.Context(), id)
+	if apiErr != nil {
+		writeError(w, apiErr)
 		return
 	}
 	if st.State != job.Done || st.TranscriptKey == "" {
@@ -436,6 +482,10 @@ type retriedStep struct {
 
 func (a *API) reviveJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if apiErr := a.checkOwner(r.Context(), id); apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
 	rv, err := a.opts.Jobs.Revive(r.Context(), id)
 	var refused *jobctl.NotRevivableError
 	if errors.As(err, &refused) {
@@ -458,10 +508,15 @@ func revivedBody(id string, rv jobctl.Revival) reviveBody {
 }
 
 // retryPending runs every step waiting out a back-off now, as the vault's
-// "recognise all pending here" does for its recordings. Only jobs that are
-// waiting change; the answer lists them.
+// "recognise all pending here" does for its recordings: the caller's jobs,
+// an admin's every job. Only jobs that are waiting change; the answer lists
+// them.
 func (a *API) retryPending(w http.ResponseWriter, r *http.Request) {
-	revived, err := a.opts.Jobs.RetryPending(r.Context())
+	owner := ""
+	if acc := accountOf(r.Context()); !acc.Admin {
+		owner = acc.Name
+	}
+	revived, err := a.opts.Jobs.RetryPending(r.Context(), owner)
 	if err != nil {
 		writeError(w, errUnavailable(err))
 		return
@@ -483,6 +538,10 @@ type cancelBody struct {
 
 func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if apiErr := a.checkOwner(r.Context(), id); apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
 	err := a.opts.Jobs.Cancel(r.Context(), id)
 	if errors.Is(err, jobctl.ErrClosed) {
 		writeError(w, &apiError{status: http.StatusConflict, code: "closed", message: fmt.Sprintf("job %s has closed; there is nothing to cancel", id)})

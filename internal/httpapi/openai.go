@@ -60,6 +60,9 @@ func (a *API) openAIAudio(w http.ResponseWriter, r *http.Request, translate bool
 		writeError(w, apiErr)
 		return
 	}
+	// The id accept gives is derived from the caller's account, so the job
+	// it names is the caller's own; the stream still asks through ownJob,
+	// as every path that reads a job does.
 	id, existing, apiErr := a.accept(r.Context(), u, req.submission)
 	if apiErr != nil {
 		writeError(w, apiErr)

@@ -2,14 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/transcriber/transcriber/internal/job"
-	"github.com/transcriber/transcriber/internal/jobctl"
 	"github.com/transcriber/transcriber/internal/transcript"
 	"github.com/transcriber/transcriber/workflows"
 )
@@ -115,12 +113,12 @@ func (a *API) streamTranscript(w http.ResponseWriter, r *http.Request, id string
 	}
 	streamed, wait := 0, 50*time.Millisecond
 	for {
-		st, _, err := a.opts.Jobs.Get(ctx, id)
+		st, _, apiErr := a.ownJob(ctx, id)
 		switch {
-		case errors.Is(err, jobctl.ErrNotFound):
-			s.fail(errNotFound("no job " + id))
+		case apiErr != nil && apiErr.code == "not_found":
+			s.fail(apiErr)
 			return
-		case err == nil:
+		case apiErr == nil:
 			for streamed < len(st.Chunks) && st.Chunks[streamed].TranscriptKey != "" {
 				doc, err := transcript.Load(ctx, a.opts.Blobs, st.Chunks[streamed].TranscriptKey)
 				if err != nil {

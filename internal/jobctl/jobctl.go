@@ -69,20 +69,31 @@ type Summary struct {
 	State   job.State  `json:"state"`
 	Source  job.Source `json:"source"`
 	Engine  string     `json:"engine"`
+	Owner   string     `json:"owner,omitempty"`
 	Started time.Time  `json:"started_at"`
 	Closed  time.Time  `json:"closed_at,omitzero"`
 }
 
-// List returns one page of jobs, newest first, in state when it is not
-// empty, and the token of the next page (empty after the last).
-func (s *Service) List(ctx context.Context, state job.State, pageSize int, token []byte) ([]Summary, []byte, error) {
-	state, err := ParseState(string(state))
+// Filter picks the jobs List returns; an empty field picks any.
+type Filter struct {
+	State job.State
+	// Owner picks one owner's jobs (TranscriptionOwner).
+	Owner string
+}
+
+// List returns one page of jobs, newest first, those f picks, and the token
+// of the next page (empty after the last).
+func (s *Service) List(ctx context.Context, f Filter, pageSize int, token []byte) ([]Summary, []byte, error) {
+	state, err := ParseState(string(f.State))
 	if err != nil {
 		return nil, nil, err
 	}
 	q := fmt.Sprintf("WorkflowType = '%s'", workflows.WorkflowName)
 	if state != "" {
-		q += fmt.Sprintf(" AND %s = '%s'", workflows.StateKey.GetName(), state)
+		q += fmt.Sprintf(" AND %s = %s", workflows.StateKey.GetName(), quote(string(state)))
+	}
+	if f.Owner != "" {
+		q += ownerClause(f.Owner)
 	}
 	resp, err := s.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace: s.Namespace, Query: q, NextPageToken: token, PageSize: int32(pageSize),
@@ -97,6 +108,18 @@ func (s *Service) List(ctx context.Context, state job.State, pageSize int, token
 	return out, resp.GetNextPageToken(), nil
 }
 
+// ownerClause narrows a visibility query to one owner's jobs.
+func ownerClause(owner string) string {
+	return fmt.Sprintf(" AND %s = %s", workflows.OwnerKey.GetName(), quote(owner))
+}
+
+// quote makes s a string literal of a visibility query. Owners come from
+// configuration and intakes (a vault's device id, an account name), so
+// they are quoted, never trusted to be plain.
+func quote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
 func summaryOf(e *workflowpb.WorkflowExecutionInfo) Summary {
 	sa := e.GetSearchAttributes()
 	sum := Summary{
@@ -104,6 +127,7 @@ func summaryOf(e *workflowpb.WorkflowExecutionInfo) Summary {
 		State:   job.State(keyword(sa, workflows.StateKey.GetName())),
 		Source:  job.Source(keyword(sa, workflows.SourceKey.GetName())),
 		Engine:  keyword(sa, workflows.EngineKey.GetName()),
+		Owner:   keyword(sa, workflows.OwnerKey.GetName()),
 		Started: e.GetStartTime().AsTime(),
 	}
 	if ct := e.GetCloseTime(); ct != nil {
@@ -117,8 +141,8 @@ func summaryOf(e *workflowpb.WorkflowExecutionInfo) Summary {
 // way, parked ones included, in one question per page instead of one per
 // job.
 func (s *Service) ListOpen(ctx context.Context, prefix string) ([]Summary, error) {
-	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND WorkflowId STARTS_WITH '%s'",
-		workflows.WorkflowName, strings.ReplaceAll(prefix, "'", "\\'"))
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND WorkflowId STARTS_WITH %s",
+		workflows.WorkflowName, quote(prefix))
 	var out []Summary
 	var token []byte
 	for {
@@ -216,6 +240,7 @@ func (s *Service) fromHistory(ctx context.Context, id string, desc *workflowserv
 		State:      job.State(keyword(sa, workflows.StateKey.GetName())),
 		Source:     job.Source(keyword(sa, workflows.SourceKey.GetName())),
 		Engine:     keyword(sa, workflows.EngineKey.GetName()),
+		Owner:      keyword(sa, workflows.OwnerKey.GetName()),
 		AcceptedAt: info.GetStartTime().AsTime(),
 		UpdatedAt:  info.GetCloseTime().AsTime(),
 		FinishedAt: info.GetCloseTime().AsTime(),
@@ -269,6 +294,9 @@ type Existing struct {
 	// Closed is set once the workflow has closed; Rerunnable when it closed
 	// cancelled or terminated, so that the id may start a new job.
 	Closed, Rerunnable bool
+	// Owner is the job's TranscriptionOwner, empty for jobs older than
+	// owners. It comes from visibility, so no worker needs to answer.
+	Owner string
 }
 
 // Lookup finds the job under id; ErrNotFound when there is none.
@@ -278,7 +306,7 @@ func (s *Service) Lookup(ctx context.Context, id string) (Existing, error) {
 		return Existing{}, notFound(id, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	var e Existing
+	e := Existing{Owner: keyword(info.GetSearchAttributes(), workflows.OwnerKey.GetName())}
 	if p := info.GetMemo().GetFields()[MemoContentSHA256]; p != nil {
 		if err := converter.GetDefaultDataConverter().FromPayload(p, &e.ContentSHA256); err != nil {
 			return Existing{}, fmt.Errorf("memo of job %s: %w", id, err)
@@ -352,6 +380,16 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (existing bool, e
 // startOptions are the one place a job's start options and first search
 // attributes are made.
 func startOptions(req StartRequest) client.StartWorkflowOptions {
+	attrs := []temporal.SearchAttributeUpdate{
+		workflows.StateKey.ValueSet(string(job.Accepted)),
+		workflows.SourceKey.ValueSet(string(req.Input.Source)),
+		workflows.EngineKey.ValueSet(req.Input.Engine),
+	}
+	if req.Input.Owner != "" {
+		// Set at the start, never upserted by the workflow: an upsert would
+		// be a command that the recorded histories do not have.
+		attrs = append(attrs, workflows.OwnerKey.ValueSet(req.Input.Owner))
+	}
 	o := client.StartWorkflowOptions{
 		ID:        req.ID,
 		TaskQueue: workflows.TaskQueue,
@@ -361,11 +399,7 @@ func startOptions(req StartRequest) client.StartWorkflowOptions {
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.StateKey.ValueSet(string(job.Accepted)),
-			workflows.SourceKey.ValueSet(string(req.Input.Source)),
-			workflows.EngineKey.ValueSet(req.Input.Engine),
-		),
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(attrs...),
 	}
 	if req.ContentSHA256 != "" {
 		o.Memo = map[string]any{MemoContentSHA256: req.ContentSHA256}
@@ -504,12 +538,16 @@ func (s *Service) retryNow(ctx context.Context, id string) (Revival, error) {
 }
 
 // RetryPending runs every step that waits out a back-off now, in every open
-// job of the namespace, as revive does for one job; it returns the jobs it
-// retried. Jobs whose steps run or wait for a worker are left alone.
-func (s *Service) RetryPending(ctx context.Context) ([]Revival, error) {
+// job of owner (of the namespace when owner is empty), as revive does for
+// one job; it returns the jobs it retried. Jobs whose steps run or wait for
+// a worker are left alone.
+func (s *Service) RetryPending(ctx context.Context, owner string) ([]Revival, error) {
 	var out []Revival
 	var token []byte
 	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.WorkflowName)
+	if owner != "" {
+		q += ownerClause(owner)
+	}
 	for {
 		resp, err := s.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Namespace: s.Namespace, Query: q, NextPageToken: token, PageSize: 500,

@@ -196,6 +196,7 @@ func (b *Bot) start(ctx context.Context, m *tgbotapi.Message, media media, lang 
 		Recipient:  recipient(m.Chat.ID, m.MessageID, lang),
 		Policy:     b.cfg.Policy,
 		AcceptedAt: time.Unix(int64(m.Date), 0),
+		Owner:      job.TelegramOwner(m.From.ID),
 	}
 	// A message has one job ever, so a redelivered update finds the job
 	// it started before.

@@ -110,6 +110,7 @@ func runBot(t *testing.T) (*telegramtest.Server, *fakeJobs) {
 }
 
 // Scenario: The bot starts one job per message and revives through the job-control layer, without a Temporal server
+// Scenario: The bot's jobs belong to the sender
 func TestBotStartsAndRevivesThroughJobControl(t *testing.T) {
 	srv, jobs := runBot(t)
 
@@ -126,6 +127,10 @@ func TestBotStartsAndRevivesThroughJobControl(t *testing.T) {
 	id := workflows.TelegramJobID(voice.ChatID, voice.MessageID)
 	if req.ID != id || req.Input.Source != job.SourceTelegram || req.Input.Original.FileID == "" {
 		t.Errorf("start = %+v; want job %s from telegram with the voice note's file id", req, id)
+	}
+	// The sender owns the job, whichever chat it came from.
+	if got, want := req.Input.Owner, job.TelegramOwner(alice.ID); got != want {
+		t.Errorf("owner = %q; want %q", got, want)
 	}
 	want := job.Recipient{Address: job.Ref(strconv.FormatInt(voice.ChatID, 10)), Message: job.Ref(strconv.Itoa(voice.MessageID)), Language: "en"}
 	if r := req.Input.Recipient; r == nil || *r != want {

@@ -742,6 +742,7 @@ func (in *Intake) send(ctx context.Context, n Note, now time.Time) (sent bool, w
 		Title:      n.ID,
 		Policy:     in.cfg.Policy,
 		AcceptedAt: now,
+		Owner:      job.VaultOwner(in.cfg.Device),
 	}})
 	if err != nil {
 		return true, 0, err
