@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,6 +142,7 @@ func connect(ctx context.Context, cfg config.Config, mode embedMode, logger *slo
 				// One-shot runs are quiet; the server's warnings about its
 				// own start-up mean nothing to someone transcribing a file.
 				opts.LogLevel = slog.LevelError
+				opts.WithoutSystemWorker = true
 			}
 			srv, err := devserver.Start(opts)
 			if err != nil {
@@ -285,7 +287,11 @@ func newActivities(cfg config.Config, blobs blob.Store, tel *telemetry, withInta
 // at most concurrency of them at once: Temporal keeps the rest queued, so
 // the limit holds across all jobs without a lock of ours.
 func newWorkers(c client.Client, acts *activities.Activities, tel *telemetry, concurrency int) workerGroup {
+	info, _ := debug.ReadBuildInfo()
+	// The SDK's default checksum reads the whole executable.
+	worker.SetBinaryChecksum(buildID(info))
 	opts := worker.Options{
+		BuildID:      buildID(info),
 		Interceptors: []interceptor.WorkerInterceptor{&activities.Interceptor{Metrics: tel.metrics}},
 		// Give in-flight steps time to finish before a stop abandons them;
 		// Temporal hands abandoned ones to another worker after their lease.

@@ -187,6 +187,14 @@ func TestVersion(t *testing.T) {
 			t.Errorf("version of a stamped build lacks %q:\n%s", w, b.String())
 		}
 	}
+	stamped := &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "3a5a2b0e41c7d9f0"}, {Key: "vcs.modified", Value: "true"}}}
+	if got := buildID(stamped); got != "transcriber@v1.4.0+3a5a2b0e41c7-modified" {
+		t.Errorf("build id of a stamped build = %q", got)
+	}
+	if got := buildID(nil); got != "transcriber@devel" {
+		t.Errorf("build id without build info = %q", got)
+	}
 	b.Reset()
 	writeVersion(&b, &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}})
 	if !strings.HasPrefix(b.String(), "transcriber devel\n") || strings.Contains(b.String(), "commit") {

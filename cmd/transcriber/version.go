@@ -87,3 +87,33 @@ func writeVersion(w io.Writer, info *debug.BuildInfo) {
 		fmt.Fprintf(w, "  %-19s %s\n", m.label, v)
 	}
 }
+
+// buildID names this build to the workers' server, from its version and
+// commit. Without one the SDK reads the whole executable, hundreds of
+// megabytes with the embedded server, to checksum it before the first
+// worker starts: most of a one-shot run's start-up.
+func buildID(info *debug.BuildInfo) string {
+	id := "transcriber@devel"
+	if info == nil {
+		return id
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		id = "transcriber@" + v
+	}
+	var revision, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if revision != "" {
+		id += "+" + revision[:min(12, len(revision))]
+	}
+	if modified == "true" {
+		id += "-modified"
+	}
+	return id
+}

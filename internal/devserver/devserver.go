@@ -69,6 +69,11 @@ type Options struct {
 	// its ClientAuth and ClientCAs make it mutual TLS. It stands for a
 	// secured cluster such as Temporal Cloud, for the clients' tests.
 	TLS *tls.Config
+	// WithoutSystemWorker leaves out the server's own worker service
+	// (scavengers, batch operations, schedules), which a one-shot run that
+	// ends with its one job never needs; its start costs a checksum of the
+	// whole executable.
+	WithoutSystemWorker bool
 	// APIKeys, when set, make the frontend refuse every call that does not
 	// carry the metadata "authorization: Bearer <one of them>", as
 	// Temporal Cloud refuses calls without a valid API key.
@@ -157,6 +162,12 @@ func Start(opts Options) (*Server, error) {
 	for _, name := range services {
 		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort(opts.Host, strconv.Itoa(conf.Services[name].RPC.GRPCPort)))
 	}
+	// Every service keeps its address, run or not: the server wants a host
+	// for each.
+	run := services
+	if opts.WithoutSystemWorker {
+		run = slices.DeleteFunc(slices.Clone(services), func(s string) bool { return s == string(primitives.WorkerService) })
+	}
 	dyn := dynamicconfig.StaticClient{
 		// Visibility answers immediately after an upsert in a single-node
 		// server; operators list jobs right after they change state.
@@ -169,7 +180,7 @@ func Start(opts Options) (*Server, error) {
 	}
 	serverOpts := []temporal.ServerOption{
 		temporal.WithConfig(conf),
-		temporal.ForServices(services),
+		temporal.ForServices(run),
 		temporal.WithStaticHosts(hosts),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
