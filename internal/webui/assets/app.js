@@ -417,6 +417,7 @@ function renderJobs() {
   $('jobs-empty').hidden = state.jobs.length > 0 || state.page > 0;
   $('newer').disabled = state.page === 0;
   $('older').disabled = !state.nextToken;
+  $('pager').hidden = state.page === 0 && !state.nextToken;
 }
 
 function cell(label, content) {
