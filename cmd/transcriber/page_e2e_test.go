@@ -81,10 +81,15 @@ func screenshot(t *testing.T, dir, name string) chromedp.Action[chromedp.Void] {
 // waitText waits until the element's text holds want.
 func waitText(sel, want string, timeout time.Duration) chromedp.Action[chromedp.Void] {
 	js := `(() => { const el = document.querySelector(` + jsString(sel) + `); return !!el && el.offsetParent !== null && el.textContent.includes(` + jsString(want) + `); })()`
+	return pageWait(js, timeout)
+}
+
+// pageWait waits until the expression is true in the page.
+func pageWait(js string, timeout time.Duration) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := chromedp.Poll[bool](js, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond))(ctx, tg)
 		if err != nil {
-			return fmt.Errorf("wait for %q in %s: %w", want, sel, err)
+			return fmt.Errorf("wait for %s: %w", js, err)
 		}
 		return nil
 	})
@@ -118,6 +123,10 @@ func TestPageTranscribesAVoiceNote(t *testing.T) {
 	requireSpeechTools(t)
 	chromium := requireChromium(t)
 	note := testaudio.VoiceNote(t, t.TempDir())
+	notAudio := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(notAudio, []byte("these are notes, not a recording\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	u := startUp(t, t.TempDir(), "TRANSCRIBER_API_TOKENS", "alice:ta,bob:tb")
 	base := "http://" + u.http
 	shots := artifacts(t)
@@ -133,6 +142,9 @@ func TestPageTranscribesAVoiceNote(t *testing.T) {
 		screenshot(t, shots, "1-sign-in"),
 		signIn("ta"),
 		waitText("#who", "alice", 5*time.Second),
+		// What the API refuses, the page says in plain words.
+		chromedp.SetUploadFiles(chromedp.ID("file"), []string{notAudio}),
+		waitText("#uploads", "Not sent: this file is not a recording that can be read", 10*time.Second),
 		chromedp.SetUploadFiles(chromedp.ID("file"), []string{note}),
 		// One recording sent opens its job.
 		chromedp.WaitVisible(chromedp.ID("job-view")),
@@ -141,6 +153,13 @@ func TestPageTranscribesAVoiceNote(t *testing.T) {
 		value(chromedp.AttributeValue(chromedp.ID("dl-srt"), "href"), &srtHref),
 		value(chromedp.AttributeValue(chromedp.ID("dl-srt"), "download"), &srtName),
 		screenshot(t, shots, "3-job"),
+		// A line of the transcript plays the recording from its start and
+		// is marked while it plays.
+		chromedp.Click(chromedp.CSS("#segments button")),
+		pageWait(`document.querySelector('#segments button[aria-current=true]') !== null`, 5*time.Second),
+		chromedp.EmulateViewport(390, 844),
+		screenshot(t, shots, "5-job-on-a-phone"),
+		chromedp.EmulateViewport(1200, 900),
 	)
 	if err != nil {
 		t.Fatalf("alice's visit: %v", err)

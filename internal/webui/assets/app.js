@@ -332,6 +332,8 @@ function uploadOne(it, language, engine) {
       state.uploading--;
       it.note.textContent = msg;
       it.note.classList.toggle('error', !!isError);
+      // Nothing was kept: a full bar would say otherwise.
+      if (isError) it.bar.remove();
       if (id) {
         it.bar.value = 100;
         const a = document.createElement('a');
