@@ -23,7 +23,7 @@ var files embed.FS
 // ContentSecurityPolicy lets the page run only its own script and style:
 // no inline code, so an injected tag does nothing; media may be the
 // server's or a blob the page made; no site may frame it.
-const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"media-src 'self' blob:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 // SecureHeaders sets the headers every answer of the page carries.

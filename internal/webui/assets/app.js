@@ -236,7 +236,6 @@ async function signIn(ev) {
   state.pageTokens = [''];
   state.page = 0;
   showSession();
-  location.hash = '';
   route();
   announce(t('signedInAs', { name: state.session.account }));
 }
@@ -313,6 +312,16 @@ function uploadFiles(files) {
 
 function uploadOne(it, language, engine) {
   return new Promise((resolve) => {
+    // The server would refuse it too, but only after the browser sent it
+    // all, or by closing the connection, which reads as a network error.
+    if (state.session.max_upload_bytes && it.file.size > state.session.max_upload_bytes) {
+      it.bar.remove();
+      it.note.classList.add('error');
+      it.note.textContent = t('uploadFailed', { why: t('err_too_large') });
+      announce(it.file.name + ': ' + it.note.textContent);
+      resolve('');
+      return;
+    }
     const form = new FormData();
     if (language) form.append('language', language);
     if (engine) form.append('engine', engine);
@@ -446,6 +455,7 @@ function failureText(d) {
 
 async function openJob(id) {
   state.segments = [];
+  state.notice = '';
   $('segments').replaceChildren();
   $('transcript').hidden = true;
   $('job-message').textContent = '';
@@ -508,15 +518,18 @@ function renderJob() {
   let failure = failureText(d);
   if (d.failure && d.failure.message && failure !== d.failure.message) failure += ' (' + d.failure.message + ')';
   $('job-failure').textContent = failure;
-  if (!failure && d.last_error && !settled(d.state)) {
-    $('job-message').textContent = t('retrying', { at: d.next_attempt_at ? when(d.next_attempt_at) : '…', why: d.last_error });
+  // What the person just did comes first, then why the job waits; a
+  // finished job needs neither.
+  if (d.state === 'done') state.notice = '';
+  let message = state.notice || '';
+  if (!message && d.last_error && !settled(d.state)) {
+    message = t('retrying', { at: d.next_attempt_at ? when(d.next_attempt_at) : '…', why: d.last_error });
   }
+  if (!message && !failure && d.state !== 'done') message = t('noTranscriptYet');
+  $('job-message').textContent = message;
   $('revive').hidden = !(d.state === 'failed' || d.state === 'dead');
   $('cancel').hidden = d.state === 'done' || d.state === 'cancelled';
-  if (d.state !== 'done') {
-    $('transcript').hidden = true;
-    if (!failure && !$('job-message').textContent) $('job-message').textContent = t('noTranscriptYet');
-  }
+  if (d.state !== 'done') $('transcript').hidden = true;
 }
 
 async function loadTranscript(id) {
@@ -524,11 +537,11 @@ async function loadTranscript(id) {
   try {
     doc = await call('GET', jobURL(id, '/transcript?format=json'));
   } catch (e) {
-    $('job-message').textContent = plain(e);
+    state.notice = plain(e);
+    renderJob();
     return;
   }
   if (id !== state.jobId) return;
-  $('job-message').textContent = '';
   state.segments = (doc.segments && doc.segments.length) ? doc.segments : [{ start: 0, end: 0, text: doc.text || '' }];
   state.text = doc.text || state.segments.map((s) => s.text).join(' ');
   const items = state.segments.map((s, i) => {
@@ -600,10 +613,10 @@ async function copyText() {
 async function act(method, path, okMessage) {
   try {
     await call(method, path);
-    $('job-message').textContent = okMessage;
+    state.notice = okMessage;
     announce(okMessage);
   } catch (e) {
-    $('job-message').textContent = plain(e);
+    state.notice = plain(e);
   }
   state.segments = [];
   await refreshJob();
