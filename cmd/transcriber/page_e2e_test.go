@@ -226,6 +226,8 @@ func TestPageTranscribesAVoiceNote(t *testing.T) {
 			// Only the fragment changes, so there is no load to wait for.
 			value(chromedp.Evaluate[string](`location.hash = `+jsString(jobHash)), new(string)),
 			waitText("#job-failure", "no such job", 10*time.Second),
+			// Nor does anything of alice's job linger from before.
+			pageWait(`document.getElementById('player').getAttribute('src') === null && document.getElementById('job-state').textContent === ''`, 5*time.Second),
 			screenshot(t, shots, "4-another-account"),
 		)
 		if err != nil {

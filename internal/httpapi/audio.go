@@ -54,7 +54,9 @@ func (a *API) getAudio(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", st.Original.MIME)
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "private, max-age=3600")
+	// A browser shared by two accounts must not hand one the other's
+	// recording from its cache.
+	w.Header().Set("Cache-Control", "no-store")
 	http.ServeContent(w, r, "", st.AcceptedAt, content)
 }
 

@@ -280,6 +280,9 @@ func TestJobAudio(t *testing.T) {
 			if w.Code != http.StatusOK || !bytes.Equal(w.Body.Bytes(), ogg) || w.Header().Get("Accept-Ranges") != "bytes" {
 				t.Errorf("whole = %d, %d bytes, Accept-Ranges %q; want 200 with the recording", w.Code, w.Body.Len(), w.Header().Get("Accept-Ranges"))
 			}
+			if cc := w.Header().Get("Cache-Control"); cc != "no-store" {
+				t.Errorf("Cache-Control = %q; want no-store, so that a shared browser keeps no account's recording", cc)
+			}
 
 			wantError(t, h.do(t, withCookie(newRequest(http.MethodGet, "/v1/jobs/nope/audio"), c)), http.StatusNotFound, "not_found")
 			wantError(t, h.do(t, newRequest(http.MethodGet, audio)), http.StatusUnauthorized, "unauthorized")

@@ -245,8 +245,13 @@ async function signOut() {
   state.session = { signed_in: false, engines: [] };
   state.details.clear();
   state.jobs = [];
+  state.jobId = '';
+  state.segments = [];
+  state.text = '';
   $('job-rows').replaceChildren();
   $('uploads').replaceChildren();
+  $('segments').replaceChildren();
+  stopPlayer();
   history.replaceState(null, '', location.pathname);
   showSignIn(t('signedOut'));
 }
@@ -479,7 +484,11 @@ async function refreshJob() {
   try {
     state.details.set(id, await call('GET', jobURL(id)));
   } catch (e) {
-    if (e.status === 404) $('job-failure').textContent = t('jobGone');
+    if (e.status === 404) {
+      $('job-failure').textContent = t('jobGone');
+      $('job-message').textContent = '';
+      stopPlayer();
+    }
     else if (e.status !== 401) $('job-message').textContent = plain(e);
     schedule();
     return;
@@ -495,7 +504,20 @@ async function refreshJob() {
 function renderJob() {
   const d = state.details.get(state.jobId);
   $('job-title').tabIndex = -1;
-  if (!d) { $('job-title').textContent = state.jobId; return; }
+  if (!d) {
+    // Nothing of the job shown before may stay: it may be another
+    // account's.
+    $('job-title').textContent = state.jobId;
+    for (const f of ['job-state', 'job-progress', 'job-duration', 'job-engine']) $(f).textContent = '';
+    $('job-id').textContent = state.jobId;
+    $('revive').hidden = true;
+    $('cancel').hidden = true;
+    $('job-facts').hidden = true;
+    $('player').hidden = true;
+    return;
+  }
+  $('job-facts').hidden = false;
+  $('player').hidden = false;
   const name = (d.original && d.original.name) || d.id;
   $('job-title').textContent = name;
   for (const f of ['txt', 'srt', 'vtt', 'json']) $('dl-' + f).download = baseName(name) + '.' + f;
@@ -566,6 +588,13 @@ async function loadTranscript(id) {
   });
   $('segments').replaceChildren(...items);
   $('transcript').hidden = false;
+}
+
+function stopPlayer() {
+  const player = $('player');
+  player.pause();
+  player.removeAttribute('src');
+  player.load();
 }
 
 function playFrom(ev) {
