@@ -140,6 +140,17 @@ func TestPageTranscribesAVoiceNote(t *testing.T) {
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.ID("token")),
 		screenshot(t, shots, "1-sign-in"),
+		// Russian on request, kept over a reload, and back to English.
+		chromedp.SetValue(chromedp.ID("ui-lang"), "ru"),
+		value(chromedp.Evaluate[bool](`document.getElementById('ui-lang').dispatchEvent(new Event('change'))`), new(bool)),
+		waitText("#signin-title", "Вход", 5*time.Second),
+		chromedp.Reload(),
+		waitText("#signin-title", "Вход", 5*time.Second),
+		pageWait(`document.documentElement.lang === 'ru'`, 5*time.Second),
+		screenshot(t, shots, "1-sign-in-ru"),
+		chromedp.SetValue(chromedp.ID("ui-lang"), "en"),
+		value(chromedp.Evaluate[bool](`document.getElementById('ui-lang').dispatchEvent(new Event('change'))`), new(bool)),
+		waitText("#signin-title", "Sign in", 5*time.Second),
 		signIn("ta"),
 		waitText("#who", "alice", 5*time.Second),
 		// What the API refuses, the page says in plain words.

@@ -125,7 +125,7 @@ function applyLanguage(lang) {
   document.documentElement.lang = lang;
   $('ui-lang').value = lang;
   for (const el of document.querySelectorAll('[data-i18n]')) el.textContent = t(el.dataset.i18n);
-  if (state.session) showSession();
+  if (state.session && state.session.signed_in) showSession();
   render();
 }
 
