@@ -26,8 +26,9 @@ GET /v1/jobs/{id}, its transcript, revive and cancel, and the
 OpenAI-compatible POST /v1/audio/transcriptions and translations and
 GET /v1/models, and the web page at / that people sign in to with their
 account's token. Clients authenticate with a bearer token from
-TRANSCRIBER_API_TOKENS; without one the job endpoints are off. Uploads are stored under TRANSCRIBER_DATA_DIR, which the workers
-must see too. Workers do the jobs it starts.`)
+TRANSCRIBER_API_TOKENS; without one the job endpoints are off. Uploads are
+stored under TRANSCRIBER_DATA_DIR, which the workers must see too. Workers
+do the jobs it starts.`)
 }
 
 // newAPI builds the job API of a role that serves one, and says in the log

@@ -2,7 +2,8 @@
 // and Prometheus metrics for every role, and for the roles that accept
 // work the job API under /v1: uploads that become jobs, their status and
 // transcripts, revive and cancel, and an OpenAI-compatible transcription
-// endpoint.
+// endpoint; beside them the web page at / and the session that signs it
+// in.
 package httpapi
 
 import (
