@@ -6,7 +6,8 @@ set -eu
 
 # postgresql: the tests of the split topology run its initdb and pg_ctl for
 # a throwaway server of their own; the cluster the package sets up is unused.
-packages="ffmpeg pocketsphinx pocketsphinx-en-us pocketsphinx-testdata espeak-ng postgresql"
+# chromium: the page's tests drive it headless.
+packages="ffmpeg pocketsphinx pocketsphinx-en-us pocketsphinx-testdata espeak-ng postgresql chromium"
 
 missing=""
 for p in $packages; do

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"slices"
 
@@ -23,16 +24,23 @@ TEMPORAL_ADDRESS (default: the "transcriber up" on this machine), on
 $TRANSCRIBER_HTTP_ADDR with /healthz, /readyz and /metrics: POST /v1/jobs,
 GET /v1/jobs/{id}, its transcript, revive and cancel, and the
 OpenAI-compatible POST /v1/audio/transcriptions and translations and
-GET /v1/models. Clients authenticate with
-a bearer token from TRANSCRIBER_API_TOKENS; without one the job endpoints
-are off. Uploads are stored under TRANSCRIBER_DATA_DIR, which the workers
-must see too. Workers do the jobs it starts.`)
+GET /v1/models, and the web page at / that people sign in to with their
+account's token. Clients authenticate with a bearer token from
+TRANSCRIBER_API_TOKENS; without one the job endpoints are off. Uploads are
+stored under TRANSCRIBER_DATA_DIR, which the workers must see too. Workers
+do the jobs it starts.`)
 }
 
 // newAPI builds the job API of a role that serves one, and says in the log
 // whether it is on and, when it is not, how to turn it on. Tokens are
-// never logged, only how many there are.
-func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *slog.Logger) (*httpapi.API, error) {
+// never logged, only how many there are. webUI is the address of the
+// Temporal Web UI when this process knows it (it embeds it), for the page
+// to link jobs to.
+func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, webUI string, logger *slog.Logger) (*httpapi.API, error) {
+	jobLink := ""
+	if webUI != "" {
+		jobLink = webUI + "/namespaces/" + url.PathEscape(cfg.TemporalNamespace) + "/workflows/"
+	}
 	api, err := httpapi.NewAPI(httpapi.APIOptions{
 		Tokens:               cfg.APITokens,
 		Admins:               cfg.Admins,
@@ -47,6 +55,7 @@ func newAPI(cfg config.Config, jobs *jobctl.Service, blobs blob.Store, logger *s
 		Policy:               policyFrom(cfg),
 		Webhooks:             cfg.WebhookSecret != "",
 		WebhookAllowLoopback: cfg.WebhookAllowLoopback,
+		WebUIJobURL:          jobLink,
 		Logger:               logger,
 	})
 	if err != nil {

@@ -57,7 +57,7 @@ func apiBench(b *testing.B, maxUpload int64) (base, blobDir string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	api, err := newAPI(cfg, &jobctl.Service{Client: c, Namespace: cfg.TemporalNamespace}, blobs, slog.New(slog.DiscardHandler))
+	api, err := newAPI(cfg, &jobctl.Service{Client: c, Namespace: cfg.TemporalNamespace}, blobs, "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

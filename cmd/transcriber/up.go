@@ -152,7 +152,11 @@ func serve(ctx context.Context, args []string, env func(string) string, stderr i
 
 	var api *httpapi.API
 	if r.api {
-		if api, err = newAPI(cfg, conn.jobs(cfg), blobs, logger); err != nil {
+		webUI := ""
+		if conn.server != nil && conn.server.UIAddr() != "" {
+			webUI = "http://" + conn.server.UIAddr()
+		}
+		if api, err = newAPI(cfg, conn.jobs(cfg), blobs, webUI, logger); err != nil {
 			return err
 		}
 	}

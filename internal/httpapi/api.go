@@ -69,7 +69,11 @@ type APIOptions struct {
 	// WebhookAllowLoopback accepts webhook URLs on this machine, for local
 	// testing.
 	WebhookAllowLoopback bool
-	Logger               *slog.Logger
+	// WebUIJobURL is a job's address in the Temporal Web UI without the
+	// job's id at its end, for the page to link to; empty when no Web UI
+	// is known.
+	WebUIJobURL string
+	Logger      *slog.Logger
 }
 
 // API serves the job endpoints under /v1.
@@ -77,6 +81,7 @@ type API struct {
 	opts     APIOptions
 	accounts accounts
 	log      *slog.Logger
+	signIns  signInLimiter
 
 	drainOnce sync.Once
 	draining  chan struct{}
@@ -134,6 +139,7 @@ var apiRoutes = []route{
 	{method: http.MethodGet, path: "/v1/jobs/{id}", handler: (*API).getJob},
 	{method: http.MethodDelete, path: "/v1/jobs/{id}", handler: (*API).cancelJob},
 	{method: http.MethodGet, path: "/v1/jobs/{id}/transcript", handler: (*API).getTranscript},
+	{method: http.MethodGet, path: "/v1/jobs/{id}/audio", handler: (*API).getAudio},
 	{method: http.MethodPost, path: "/v1/jobs/{id}/revive", handler: (*API).reviveJob},
 	{method: http.MethodPost, path: "/v1/jobs/retry-pending", handler: (*API).retryPending},
 	{method: http.MethodPost, path: "/v1/audio/transcriptions", handler: (*API).openAITranscription},
@@ -154,7 +160,9 @@ func (a *API) mount(mux *http.ServeMux) {
 }
 
 // guard answers for the endpoints that need a token: off without tokens,
-// 401 without a right one; it hands on the request with its account.
+// 401 without a right one; it hands on the request with its account. A
+// request without an Authorization header may be the page's, signed in by
+// its session cookie.
 func (a *API) guard(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !a.Enabled() {
@@ -164,6 +172,13 @@ func (a *API) guard(next http.HandlerFunc) http.HandlerFunc {
 		}
 		token, given := bearer(r)
 		acc, ok := a.accounts.find(token)
+		if !given {
+			var apiErr *apiError
+			if acc, ok, apiErr = a.sessionAccount(r); apiErr != nil {
+				writeError(w, apiErr)
+				return
+			}
+		}
 		if !ok {
 			challenge := `Bearer realm="transcriber"`
 			msg := "send an API token in the header Authorization: Bearer TOKEN"

@@ -2,17 +2,21 @@
 // and Prometheus metrics for every role, and for the roles that accept
 // work the job API under /v1: uploads that become jobs, their status and
 // transcripts, revive and cancel, and an OpenAI-compatible transcription
-// endpoint.
+// endpoint; beside them the web page at / and the session that signs it
+// in.
 package httpapi
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/transcriber/transcriber/internal/webui"
 )
 
 // Check reports whether a dependency is usable; nil means ready.
@@ -57,6 +61,14 @@ func NewHandler(opts Options) http.Handler {
 		return mux
 	}
 	opts.API.mount(mux)
+	// The page is a client of the API: it is served wherever the API is.
+	page, err := webui.New()
+	if err != nil {
+		// The page is embedded in the binary: only a broken build fails.
+		panic(fmt.Sprintf("httpapi: the page: %v", err))
+	}
+	page.Mount(mux)
+	opts.API.mountSession(mux)
 	return jsonErrors(mux)
 }
 
