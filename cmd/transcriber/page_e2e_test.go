@@ -252,3 +252,33 @@ func TestPageTranscribesAVoiceNote(t *testing.T) {
 		}
 	})
 }
+
+// Scenario: A file chosen right after typing a token, before signing in, is sent once the token signs in
+func TestPageSendsAFileChosenRightAfterTheToken(t *testing.T) {
+	requireSpeechTools(t)
+	chromium := requireChromium(t)
+	t.Parallel()
+	note := testaudio.VoiceNote(t, t.TempDir())
+	u := startUp(t, t.TempDir(), "TRANSCRIBER_API_TOKENS", "alice:ta,bob:tb")
+	ctx := browser(t, chromium)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var srt []string
+	err := chromedp.Do(ctx,
+		chromedp.Navigate("http://"+u.http+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		// Typed, not submitted: the next thing the person does is choose
+		// the recording.
+		chromedp.SendKeys(chromedp.ID("token"), "ta"),
+		chromedp.SetUploadFiles(chromedp.ID("file"), []string{note}),
+		pageWait(`document.body.innerText.includes(`+jsString(testaudio.GoForwardText)+`)`, time.Minute),
+		value(chromedp.Evaluate[[]string](`[...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')).filter(h => h.includes('format=srt'))`), &srt),
+		screenshot(t, artifacts(t), "sent-before-sign-in"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srt) == 0 {
+		t.Error("no link to an .srt download on the page")
+	}
+}

@@ -219,8 +219,12 @@ function showSession() {
 
 async function signIn(ev) {
   ev.preventDefault();
-  const token = $('token').value.trim();
-  if (!token) return;
+  await signInWith($('token').value.trim());
+}
+
+// signInWith signs in with token and reports whether it did.
+async function signInWith(token) {
+  if (!token) return false;
   $('signin-error').textContent = '';
   try {
     state.session = await call('POST', '/session', { token });
@@ -229,7 +233,7 @@ async function signIn(ev) {
     else if (e.status === 429) $('signin-error').textContent = t('tooMany', { s: e.retryAfter || 5 });
     else $('signin-error').textContent = plain(e);
     $('token').select();
-    return;
+    return false;
   }
   $('token').value = '';
   state.details.clear();
@@ -238,6 +242,7 @@ async function signIn(ev) {
   showSession();
   route();
   announce(t('signedInAs', { name: state.session.account }));
+  return true;
 }
 
 async function signOut() {
@@ -710,7 +715,14 @@ document.addEventListener('DOMContentLoaded', () => {
     localStorage.setItem(LANG_KEY, e.target.value);
     applyLanguage(e.target.value);
   });
-  $('file').addEventListener('change', (e) => { uploadFiles(e.target.files); e.target.value = ''; });
+  $('file').addEventListener('change', async (e) => {
+    const files = Array.from(e.target.files);
+    e.target.value = '';
+    // Files chosen right after typing a token, before signing in, are
+    // sent once the token has signed in.
+    if (!(state.session && state.session.signed_in) && !(await signInWith($('token').value.trim()))) return;
+    uploadFiles(files);
+  });
   const drop = $('drop');
   drop.addEventListener('dragover', (e) => { e.preventDefault(); drop.classList.add('over'); });
   drop.addEventListener('dragleave', () => drop.classList.remove('over'));
