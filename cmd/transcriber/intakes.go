@@ -62,10 +62,17 @@ var telegramIntake = intake{
 		if err != nil {
 			return nil, err
 		}
-		bot := telegram.NewBot(c, d.jobs, d.blobs, telegram.BotConfig{
+		bc := telegram.BotConfig{
 			Allowed: cfg.TelegramAllowed, Engine: cfg.Engine, Policy: policyFrom(cfg), MaxDuration: cfg.MaxDuration,
 			Route: cfg.Route,
-		}, d.logger)
+		}
+		if !d.choices.engine {
+			bc.Engine, bc.Route = "", nil
+		}
+		if !d.choices.policy {
+			bc.Policy = workflows.Policy{}
+		}
+		bot := telegram.NewBot(c, d.jobs, d.blobs, bc, d.logger)
 		return bot.Run, nil
 	},
 }

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -354,27 +354,10 @@ func TestTelegramBotRole(t *testing.T) {
 	dataDir := t.TempDir()
 	common := []string{"TEMPORAL_ADDRESS", srv.FrontendAddr(), "TRANSCRIBER_DATA_DIR", dataDir,
 		"TELEGRAM_BOT_TOKEN", botToken, "TELEGRAM_API_ENDPOINT", tg.URL()}
-	role := func(name string, extra ...string) *syncBuffer {
-		logs := &syncBuffer{}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		getenv := env(append(append(common, "TRANSCRIBER_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", freePort(t))), extra...)...)
-		go func() { done <- run(ctx, []string{name}, getenv, nil, io.Discard, logs) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-			if t.Failed() {
-				t.Logf("%s logs:\n%s", name, logs.String())
-			}
-		})
-		return logs
-	}
 	// A worker with the token fetches and replies but polls nothing; the bot
 	// polls and starts jobs but runs none.
-	worker := role("worker")
-	bot := role("bot")
+	worker := runRole(t, common, "worker")
+	bot := runRole(t, common, "bot")
 	waitFor(t, "the bot to start", func() bool { return strings.Contains(bot.String(), "bot=@transcriber_test_bot") })
 	if !strings.Contains(bot.String(), "nobody may use the bot: set TELEGRAM_ALLOWED_USERS") {
 		t.Errorf("the bot does not say how to allow users:\n%s", bot.String())
@@ -384,6 +367,44 @@ func TestTelegramBotRole(t *testing.T) {
 	waitMessage(t, tg, voice.ChatID, "the refusal", func(s telegramtest.Sent) bool { return strings.Contains(s.Text, "5001") })
 	if strings.Contains(worker.String(), "bot=@") {
 		t.Error("a worker polls Telegram")
+	}
+}
+
+// runRole runs one role of transcriber in this process with the settings of
+// common and extra until the test ends, once it is ready, and returns its
+// logs.
+func runRole(t *testing.T, common []string, name string, extra ...string) *syncBuffer {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	stop, logs := startRole(t, env(append(append(slices.Clone(common), "TRANSCRIBER_HTTP_ADDR", addr), extra...)...), addr, name)
+	t.Cleanup(stop)
+	return logs
+}
+
+// Scenario: A bot without engine settings leaves the engine and the retries to the workers
+func TestTelegramBotLeavesEngineToWorkers(t *testing.T) {
+	requireSpeechTools(t)
+	t.Parallel()
+	tg := telegramtest.New(t, botToken)
+	engine := newOpenAIStandIn(t)
+	srv, err := devserver.Start(devserver.Options{Namespace: "default", SearchAttributes: workflows.SearchAttributes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	common := []string{"TEMPORAL_ADDRESS", srv.FrontendAddr(), "TRANSCRIBER_DATA_DIR", t.TempDir(),
+		"TELEGRAM_BOT_TOKEN", botToken, "TELEGRAM_API_ENDPOINT", tg.URL()}
+	runRole(t, common, "worker", "TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1", "TRANSCRIBER_MAX_ATTEMPTS", "7")
+	runRole(t, common, "bot", "TELEGRAM_ALLOWED_USERS", strconv.FormatInt(owner.ID, 10))
+	voice := tg.PushVoice(owner, tg.AddFile(voiceNoteBytes(t), "voice/file.oga"), 3, 8138)
+	waitShown(t, tg, voice.ChatID, "the transcript", quotes(voice, testaudio.GoForwardText))
+	show := runCLI(t, env(common...), "jobs", "show", workflows.TelegramJobID(voice.ChatID, voice.MessageID))
+	if showField(show.stdout, "engine") != "openai" || engine.count() != 1 {
+		t.Errorf("the bot's job went to %q (OpenAI stand-in requests: %d); want the workers' openai:\n%s",
+			showField(show.stdout, "engine"), engine.count(), show.stdout)
+	}
+	if !strings.Contains(show.stdout, "7") {
+		t.Errorf("jobs show does not tell the workers' 7 attempts:\n%s", show.stdout)
 	}
 }
 
