@@ -301,3 +301,18 @@ func TestOriginalOverTheEngineLimitsIsConvertedAndCut(t *testing.T) {
 		t.Errorf("audio key %q, %d chunks; want a conversion cut to the 5 s limit", out.AudioKey, len(out.Chunks))
 	}
 }
+
+// Scenario: Audio the engine cannot take is converted once
+func TestOpenAIAlwaysConvertSendsFLAC(t *testing.T) {
+	testaudio.Require(t)
+	srv := newOpenAIRecorder(t)
+	const key = "jobs/default-test-workflow-id/original.ogg"
+	out, f := convertWith(t, srv.engine(t, openai.Config{AlwaysConvert: true}), key, testaudio.VoiceNote(t, t.TempDir()))
+	if out.AudioKey == key || !strings.HasSuffix(out.AudioKey, "/audio.flac") {
+		t.Fatalf("audio key %q; want a converted audio.flac for a server that reads fewer formats", out.AudioKey)
+	}
+	recognizeKey(t, f, out.AudioKey, out.Duration)
+	if up := srv.received(); len(up) != 1 || up[0].name != "audio.flac" || up[0].contentType != "audio/flac" {
+		t.Errorf("uploads %d; want one audio.flac sent as audio/flac", len(up))
+	}
+}

@@ -42,6 +42,9 @@ type Config struct {
 	// Prompt guides the model's spelling of names and terms in every
 	// request that brings no prompt of its own.
 	Prompt string
+	// AlwaysConvert sends every recording as FLAC, for servers that do not
+	// read every file OpenAI does.
+	AlwaysConvert bool
 	// DiarizeModel is the model asked when a job wants speakers labelled
 	// (OpenAI's gpt-4o-transcribe-diarize answers diarized_json); empty
 	// leaves speakers unlabelled, for servers that have no such model.
@@ -58,6 +61,7 @@ type Engine struct {
 	model     string
 	diarize   string
 	prompt    string
+	convert   bool
 	limits    engine.Limits
 	http      *engine.Client
 }
@@ -89,6 +93,7 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 		model:     cfg.Model,
 		diarize:   cfg.DiarizeModel,
 		prompt:    cfg.Prompt,
+		convert:   cfg.AlwaysConvert,
 		limits:    limits,
 		http:      c,
 	}, nil
@@ -106,7 +111,7 @@ func (e *Engine) Format() audio.Format { return audio.FLAC16kMono }
 // voice note as it is spares a conversion and is smaller than FLAC.
 func (e *Engine) TakesAsIs(info audio.Info) bool {
 	_, ok := audio.TypeOf(info)
-	return ok
+	return ok && !e.convert
 }
 
 // Submit uploads the file and waits for the transcript; the API has no
