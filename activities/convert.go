@@ -24,7 +24,9 @@ type ConvertInput struct {
 	Language string `json:"language,omitempty"`
 }
 
-// ConvertOutput is the normalised audio.
+// ConvertOutput is the audio the engine hears: the recording in the
+// engine's format, or the original itself (AudioKey is then the original's
+// key) when the engine takes it as it is.
 type ConvertOutput struct {
 	AudioKey string        `json:"audio_key"`
 	Duration time.Duration `json:"duration"`
@@ -42,8 +44,8 @@ type Chunk struct {
 }
 
 // Convert probes the original and rewrites it in the format the engine
-// wants. Input that cannot be decoded, has no sound, or is longer than
-// allowed fails the job at once.
+// wants, unless the engine takes it as it is. Input that cannot be decoded,
+// has no sound, or is longer than allowed fails the job at once.
 func (a *Activities) Convert(ctx context.Context, in ConvertInput) (ConvertOutput, error) {
 	out, err := a.convert(ctx, in)
 	return out, classify(ctx, in.Call, err)
