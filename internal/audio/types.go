@@ -55,7 +55,7 @@ func TypeOf(info Info) (Type, bool) {
 		return M4A, true
 	case info.Container == "ogg" && (c == "opus" || c == "vorbis"):
 		return Ogg, true
-	case info.Container == "wav" && (c == "pcm" || strings.HasPrefix(c, "pcm_")):
+	case info.Container == "wav" && linearPCM[c]:
 		return WAV, true
 	case has("webm") && (c == "opus" || c == "vorbis"):
 		// ffprobe names Matroska and WebM together; Detect tells them
@@ -65,6 +65,11 @@ func TypeOf(info Info) (Type, bool) {
 	return Type{}, false
 }
 
+// linearPCM are the codecs of plain PCM WAV files as the probes name them
+// ("pcm" is the in-process reader's); companded and ADPCM WAVs are not
+// among them.
+var linearPCM = map[string]bool{"pcm": true, "pcm_u8": true, "pcm_s16le": true, "pcm_s24le": true, "pcm_s32le": true, "pcm_f32le": true}
+
 // Matches reports whether a probed file already is in format f, so that a
 // conversion into f would rewrite it into itself. Only WAV16kMono is
 // checked so far; for any other format the answer is no.
@@ -72,9 +77,12 @@ func (f Format) Matches(info Info) bool {
 	if f.Name != WAV16kMono.Name {
 		return false
 	}
+	// Only the in-process reader vouches for a plain header: pocketsphinx
+	// skips a WAV header by its usual size, and an extensible format's
+	// longer one would reach it as sound.
 	t, ok := TypeOf(info)
-	bits16 := info.Codec == "pcm_s16le" || info.Codec == "pcm" && info.Bits == 16
-	return ok && t == WAV && bits16 && info.SampleRate == f.SampleRate && info.Channels == f.Channels
+	plain16 := info.Codec == "pcm" && info.Bits == 16
+	return ok && t == WAV && plain16 && info.SampleRate == f.SampleRate && info.Channels == f.Channels
 }
 
 // Detect tells a file's type from its first bytes, without a probe and
