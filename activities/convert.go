@@ -24,7 +24,9 @@ type ConvertInput struct {
 	Language string `json:"language,omitempty"`
 }
 
-// ConvertOutput is the normalised audio.
+// ConvertOutput is the audio the engine hears: the recording in the
+// engine's format, or the original itself (AudioKey is then the original's
+// key) when the engine takes it as it is.
 type ConvertOutput struct {
 	AudioKey string        `json:"audio_key"`
 	Duration time.Duration `json:"duration"`
@@ -42,8 +44,8 @@ type Chunk struct {
 }
 
 // Convert probes the original and rewrites it in the format the engine
-// wants. Input that cannot be decoded, has no sound, or is longer than
-// allowed fails the job at once.
+// wants, unless the engine takes it as it is. Input that cannot be decoded,
+// has no sound, or is longer than allowed fails the job at once.
 func (a *Activities) Convert(ctx context.Context, in ConvertInput) (ConvertOutput, error) {
 	out, err := a.convert(ctx, in)
 	return out, classify(ctx, in.Call, err)
@@ -82,6 +84,12 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 		return ConvertOutput{}, verdict(job.TooLong, fmt.Sprintf(
 			"the recording lasts %s; the longest accepted is %s", info.Duration.Round(time.Second), a.MaxDuration))
 	}
+	// Every verdict on the input is given above, so a recording sent as it
+	// is fails or passes exactly as a converted one would.
+	if a.takesAsIs(rec, info, src) {
+		activity.GetLogger(ctx).Debug("the engine takes the original as it is", "container", info.Container, "codec", info.Codec)
+		return ConvertOutput{AudioKey: in.OriginalKey, Duration: info.Duration}, nil
+	}
 
 	f := rec.Format()
 	dst := filepath.Join(work, "audio"+f.Ext)
@@ -105,6 +113,45 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 		return ConvertOutput{}, err
 	}
 	return ConvertOutput{AudioKey: key, Duration: duration, Chunks: chunks}, nil
+}
+
+// asIsTaker is an engine that can take some recordings without a
+// conversion; the others get every recording in their Format.
+type asIsTaker interface {
+	TakesAsIs(info audio.Info) bool
+}
+
+// takesAsIs reports whether the original at path can go to the engine
+// unconverted: the engine takes its type, it is whole, it fits one request
+// (else it is converted, then cut as usual), and its first bytes tell its
+// type as the probe does, so that Recognize, which sees only the key, names
+// it right. The audio key is then the original's own, which nothing
+// overwrites or deletes before the job's retention ends.
+func (a *Activities) takesAsIs(rec Recognizer, info audio.Info, path string) bool {
+	t, ok := rec.(asIsTaker)
+	if !ok || !t.TakesAsIs(info) || info.Duration <= 0 {
+		return false
+	}
+	// A container cut short may end inside a packet that some decoders
+	// refuse; ffmpeg reads what is there and writes a file that ends well.
+	if info.CutShort {
+		return false
+	}
+	kind, ok := audio.TypeOf(info)
+	if named, detected := audio.Detect(path); !ok || !detected || named != kind {
+		return false
+	}
+	var lim engine.Limits
+	if l, ok := rec.(engine.Limiter); ok {
+		lim = l.Limits()
+	}
+	switch {
+	case lim.MaxBytes > 0 && info.Size > lim.MaxBytes,
+		lim.MaxDuration > 0 && info.Duration > lim.MaxDuration,
+		a.ChunkDuration > 0 && info.Duration > a.ChunkDuration:
+		return false
+	}
+	return true
 }
 
 // minChunk is the shortest chunk worth a request; limits that would need

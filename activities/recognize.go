@@ -105,9 +105,13 @@ func (a *Activities) recognize(ctx context.Context, in RecognizeInput) (Recognit
 	if err != nil {
 		return Recognition{}, err
 	}
+	path, mimeType, err := byType(path, work)
+	if err != nil {
+		return Recognition{}, err
+	}
 	start := time.Now()
 	sub, err := rec.Submit(ctx, engine.Request{
-		AudioPath: path, Language: in.Language, Prompt: in.Prompt, Duration: in.Duration,
+		AudioPath: path, MIME: mimeType, Language: in.Language, Prompt: in.Prompt, Duration: in.Duration,
 		JobID: activity.GetInfo(ctx).WorkflowExecution.ID, AudioKey: in.AudioKey, Submission: in.Submission,
 		Speakers: in.Speakers, SpeakersExpected: in.SpeakersExpected, Temperature: in.Temperature, Translate: in.Translate,
 	})

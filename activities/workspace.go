@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/transcriber/transcriber/internal/audio"
 	"github.com/transcriber/transcriber/internal/blob"
 )
 
@@ -59,6 +61,30 @@ func (a *Activities) localCopy(ctx context.Context, key, dir string) (string, er
 		return "", fmt.Errorf("copy blob %s: %w", key, err)
 	}
 	return p, nil
+}
+
+// byType gives the engine the audio under a name whose extension is its
+// type, with its media type: the audio may be the original, sent as it is,
+// whose key carries whatever extension its intake chose (or none), and
+// engines tell servers the type by the name. A file whose bytes tell no
+// known type keeps its name.
+func byType(path, dir string) (string, string, error) {
+	t, ok := audio.Detect(path)
+	if !ok {
+		return path, "", nil
+	}
+	if strings.EqualFold(filepath.Ext(path), t.Ext) {
+		return path, t.MIME, nil
+	}
+	target, err := filepath.Abs(path)
+	if err != nil {
+		return "", "", fmt.Errorf("name the audio by its type: %w", err)
+	}
+	named := filepath.Join(dir, "audio"+t.Ext)
+	if err := os.Symlink(target, named); err != nil {
+		return "", "", fmt.Errorf("name the audio by its type: %w", err)
+	}
+	return named, t.MIME, nil
 }
 
 func (a *Activities) putFile(ctx context.Context, key, path string) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,6 +40,65 @@ type openAIStandIn struct {
 	bad      []string
 	// prompts are the prompt fields received, in order.
 	prompts []string
+	// files are the file parts received, in order.
+	files []standInFile
+}
+
+// standInFile is one file part as the stand-in received it.
+type standInFile struct {
+	name, contentType string
+	data              []byte
+}
+
+func (s *openAIStandIn) received() []standInFile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.files)
+}
+
+// openAIFormats are the extensions OpenAI's transcription endpoint takes,
+// in the order of its error message, each with the start its bytes must
+// have: OpenAI refuses a file whose name or content is none of these.
+var openAIFormats = []struct {
+	ext   string
+	looks func([]byte) bool
+}{
+	{"flac", prefixed("fLaC")},
+	{"m4a", boxed("ftyp")},
+	{"mp3", mpegAudio},
+	{"mp4", boxed("ftyp")},
+	{"mpeg", mpegAudio},
+	{"mpga", mpegAudio},
+	{"oga", prefixed("OggS")},
+	{"ogg", prefixed("OggS")},
+	{"wav", func(b []byte) bool { return len(b) >= 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WAVE" }},
+	{"webm", prefixed("\x1a\x45\xdf\xa3")},
+}
+
+func prefixed(p string) func([]byte) bool {
+	return func(b []byte) bool { return strings.HasPrefix(string(b), p) }
+}
+
+func boxed(kind string) func([]byte) bool {
+	return func(b []byte) bool { return len(b) >= 8 && string(b[4:8]) == kind }
+}
+
+func mpegAudio(b []byte) bool {
+	return strings.HasPrefix(string(b), "ID3") || len(b) >= 2 && b[0] == 0xFF && b[1]&0xE0 == 0xE0
+}
+
+// openAIInvalidFormat is OpenAI's answer to a file it does not take.
+const openAIInvalidFormat = `{"error":{"message":"Invalid file format. Supported formats: ['flac', 'm4a', 'mp3', 'mp4', 'mpeg', 'mpga', 'oga', 'ogg', 'wav', 'webm']","type":"invalid_request_error","param":null,"code":null}}`
+
+// openAITakes reports whether OpenAI would decode a file part so named.
+func openAITakes(name string, data []byte) bool {
+	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(name), "."))
+	for _, f := range openAIFormats {
+		if f.ext == ext {
+			return f.looks(data)
+		}
+	}
+	return false
 }
 
 func newOpenAIStandIn(t testing.TB) *openAIStandIn {
@@ -107,8 +167,16 @@ func (s *openAIStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(p)
 		if p.FormName() == "file" {
 			fileBytes = len(b)
-			if !strings.HasPrefix(string(b), "fLaC") {
-				problem("file is not FLAC")
+			s.mu.Lock()
+			s.files = append(s.files, standInFile{name: p.FileName(), contentType: p.Header.Get("Content-Type"), data: b})
+			s.mu.Unlock()
+			if !openAITakes(p.FileName(), b) {
+				s.mu.Lock()
+				s.bad = append(s.bad, "invalid file format: "+p.FileName())
+				s.mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, openAIInvalidFormat)
 				return
 			}
 			continue
@@ -483,15 +551,21 @@ func TestAssemblyAIJobIsPolled(t *testing.T) {
 	aai.SetProcessingPolls(2)
 	u := startUp(t, t.TempDir(), "TRANSCRIBER_ENGINE", "assemblyai", "ASSEMBLYAI_BASE_URL", aai.URL(),
 		"ASSEMBLYAI_API_KEY", key, "ASSEMBLYAI_POLL_INTERVAL", "1s")
-	r := runCLI(t, u.client, "transcribe", "--format", "srt", testaudio.VoiceNote(t, t.TempDir()))
+	note := testaudio.VoiceNote(t, t.TempDir())
+	r := runCLI(t, u.client, "transcribe", "--format", "srt", note)
 	if r.code != 0 || !strings.Contains(r.stdout, "00:00:00,300 --> 00:00:02,300\n"+testaudio.GoForwardText) {
 		t.Fatalf("transcribe: code %d, out %q, err:\n%s", r.code, r.stdout, r.stderr)
 	}
 	if n := aai.Checks(); n != 4 {
 		t.Errorf("checks = %d; want 4 (queued, processing twice, completed)", n)
 	}
-	if up := aai.Uploads(); len(up) != 1 || !strings.HasPrefix(string(up[0]), "fLaC") {
-		t.Errorf("uploads: %d; want one FLAC", len(up))
+	// AssemblyAI reads Ogg/Opus: the voice note goes as it is.
+	want, err := os.ReadFile(note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up := aai.Uploads(); len(up) != 1 || !bytes.Equal(up[0], want) {
+		t.Errorf("uploads: %d; want one, the voice note itself", len(up))
 	}
 	_, metrics := get(t, "http://"+u.http+"/metrics")
 	if got := metricValue(t, metrics, `transcriber_activity_runs_total{activity="CheckRecognition",outcome="success"}`); got != "4" {

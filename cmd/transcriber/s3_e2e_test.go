@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,7 +28,8 @@ func TestWorkerReadsWhatIntakeStoredInS3(t *testing.T) {
 	defer w.kill()
 	cl.env = append(cl.env, "TRANSCRIBER_DATA_DIR="+intakeDir)
 
-	r := awaitResult(t, cl.submit(t, testaudio.VoiceNote(t, t.TempDir())))
+	note := testaudio.VoiceNote(t, t.TempDir())
+	r := awaitResult(t, cl.submit(t, note))
 	if r.code != 0 {
 		t.Fatalf("transcribe exited %d\n%s\nworker:\n%s", r.code, r.stderr, w.logs.String())
 	}
@@ -35,10 +37,19 @@ func TestWorkerReadsWhatIntakeStoredInS3(t *testing.T) {
 		t.Errorf("transcript = %q; want %q", r.stdout, testaudio.GoForwardText)
 	}
 	objects := strings.Join(s3.Objects(t, "e2e"), "\n")
-	for _, want := range []string{"original", "audio", "transcript.json"} {
+	for _, want := range []string{"original", "transcript.json"} {
 		if !strings.Contains(objects, want) {
 			t.Errorf("the bucket holds no %s object:\n%s", want, objects)
 		}
+	}
+	// The engine takes the voice note as it is: what reached it is the
+	// original, read back from the bucket.
+	want, err := os.ReadFile(note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files := engine.received(); len(files) != 1 || !bytes.Equal(files[0].data, want) || files[0].name != "audio.ogg" {
+		t.Errorf("the engine got %d files; want the voice note from the bucket as audio.ogg", len(files))
 	}
 	for _, dir := range []string{workerDir, intakeDir} {
 		if _, err := os.Stat(filepath.Join(dir, "blobs")); !os.IsNotExist(err) {

@@ -79,6 +79,18 @@ type Info struct {
 	Codec     string
 	Duration  time.Duration
 	Size      int64
+	// SampleRate, Channels and Bits (per sample, PCM only) describe the
+	// first audio track where the probe read them; zero when it did not.
+	SampleRate int
+	Channels   int
+	Bits       int
+	// CutShort: the container ends before its recording does (see Sniff);
+	// only the in-process readers can tell, so files that ffprobe reads
+	// are never marked.
+	CutShort bool
+	// Video: the file has a moving picture besides its sound, not only a
+	// cover image.
+	Video bool
 }
 
 // Tools runs ffprobe and ffmpeg.
@@ -115,7 +127,8 @@ func (t *Tools) Probe(ctx context.Context, path string) (Info, error) {
 	if st.Size() == 0 {
 		return Info{}, &InputError{Err: ErrEmpty, Detail: "the file has no bytes"}
 	}
-	if info, ok := sniff(path); ok {
+	if info, cut, ok := Sniff(path); ok {
+		info.CutShort = cut
 		return info, nil
 	}
 	return t.probe(ctx, path, st.Size())
@@ -139,9 +152,15 @@ func (t *Tools) probe(ctx context.Context, path string, size int64) (Info, error
 	}
 	var out struct {
 		Streams []struct {
-			CodecType string `json:"codec_type"`
-			CodecName string `json:"codec_name"`
-			Duration  string `json:"duration"`
+			CodecType     string `json:"codec_type"`
+			CodecName     string `json:"codec_name"`
+			Duration      string `json:"duration"`
+			SampleRate    string `json:"sample_rate"`
+			Channels      int    `json:"channels"`
+			BitsPerSample int    `json:"bits_per_sample"`
+			Disposition   struct {
+				AttachedPic int `json:"attached_pic"`
+			} `json:"disposition"`
 		} `json:"streams"`
 		Format struct {
 			FormatName string `json:"format_name"`
@@ -159,13 +178,17 @@ func (t *Tools) probe(ctx context.Context, path string, size int64) (Info, error
 	}
 	found := false
 	for _, s := range out.Streams {
-		if s.CodecType != "audio" {
+		if s.CodecType == "video" && s.Disposition.AttachedPic == 0 {
+			info.Video = true
+		}
+		if s.CodecType != "audio" || found {
 			continue
 		}
 		found = true
 		info.Codec = s.CodecName
 		info.Duration = parseSeconds(s.Duration)
-		break
+		info.SampleRate, _ = strconv.Atoi(s.SampleRate)
+		info.Channels, info.Bits = s.Channels, s.BitsPerSample
 	}
 	if !found {
 		return Info{}, &InputError{Err: ErrUnsupported, Detail: "the file has no audio track"}

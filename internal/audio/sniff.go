@@ -62,6 +62,7 @@ func sniffWAV(f io.ReadSeeker, size int64) (Info, bool, bool) {
 		byteRate uint32
 		pcm      bool
 		hdr      [8]byte
+		format   Info
 	)
 	for pos := int64(12); pos+8 <= size; {
 		if _, err := io.ReadFull(f, hdr[:]); err != nil {
@@ -80,6 +81,9 @@ func sniffWAV(f io.ReadSeeker, size int64) (Info, bool, bool) {
 			}
 			pcm = binary.LittleEndian.Uint16(fmtChunk[0:]) == 1
 			byteRate = binary.LittleEndian.Uint32(fmtChunk[8:])
+			format.Channels = int(binary.LittleEndian.Uint16(fmtChunk[2:]))
+			format.SampleRate = int(binary.LittleEndian.Uint32(fmtChunk[4:]))
+			format.Bits = int(binary.LittleEndian.Uint16(fmtChunk[14:]))
 			if _, err := f.Seek(n-16+n%2, io.SeekCurrent); err != nil {
 				return Info{}, false, false
 			}
@@ -93,7 +97,9 @@ func sniffWAV(f io.ReadSeeker, size int64) (Info, bool, bool) {
 			if !pcm || byteRate == 0 || n <= 0 {
 				return Info{}, false, false
 			}
-			return Info{Container: "wav", Codec: "pcm", Duration: time.Duration(float64(n) / float64(byteRate) * float64(time.Second))}, cut, true
+			format.Container, format.Codec = "wav", "pcm"
+			format.Duration = time.Duration(float64(n) / float64(byteRate) * float64(time.Second))
+			return format, cut, true
 		default:
 			if _, err := f.Seek(n+n%2, io.SeekCurrent); err != nil {
 				return Info{}, false, false
@@ -123,6 +129,7 @@ func sniffOgg(f io.ReadSeeker, head []byte, size int64) (Info, bool, bool) {
 		return Info{}, false, false
 	}
 	serial := binary.LittleEndian.Uint32(head[14:])
+	channels := int(head[body+9])
 	preSkip := int64(binary.LittleEndian.Uint16(head[body+10:]))
 	// The last page is within the last 64 kB (a page is at most 65,307
 	// bytes); search back for its capture pattern.
@@ -170,7 +177,10 @@ func sniffOgg(f io.ReadSeeker, head []byte, size int64) (Info, bool, bool) {
 		if granule <= preSkip {
 			return Info{}, false, false
 		}
-		return Info{Container: "ogg", Codec: "opus", Duration: time.Duration(granule-preSkip) * time.Second / 48000}, cut, true
+		// Opus always decodes at 48 kHz; the header's input rate is only
+		// what the encoder was given.
+		return Info{Container: "ogg", Codec: "opus", Duration: time.Duration(granule-preSkip) * time.Second / 48000,
+			SampleRate: 48000, Channels: channels}, cut, true
 	}
 	return Info{}, false, false
 }

@@ -18,8 +18,13 @@ import (
 // Request asks an engine to recognise one normalised audio file.
 type Request struct {
 	// AudioPath is a local file in the format the engine asked for
-	// (see audio.Format); engines stream it, never read it whole.
+	// (see audio.Format), or the original recording when the engine said
+	// it takes it as it is; engines stream it, never read it whole. Its
+	// extension names its real type.
 	AudioPath string
+	// MIME is the media type of the file at AudioPath; empty when it could
+	// not be told.
+	MIME string
 	// Language is a BCP 47 code such as "en" or "ru"; empty lets the engine
 	// decide when it can.
 	Language string

@@ -271,6 +271,15 @@ func Duration[C any](field func(c *C) *time.Duration) func(c *C, v string) error
 	}
 }
 
+// Bool sets a field from true or false (or 1, 0 and the other spellings
+// strconv.ParseBool reads).
+func Bool[C any](field func(c *C) *bool) func(c *C, v string) error {
+	return func(c *C, v string) (err error) {
+		*field(c), err = strconv.ParseBool(strings.TrimSpace(v))
+		return err
+	}
+}
+
 // Bytes sets a field from a whole number of bytes.
 func Bytes[C any](field func(c *C) *int64) func(c *C, v string) error {
 	return func(c *C, v string) (err error) {

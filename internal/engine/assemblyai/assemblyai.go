@@ -121,6 +121,14 @@ func (e *Engine) Name() string { return Name }
 // Format is FLAC: AssemblyAI reads it, and it is half the upload of WAV.
 func (e *Engine) Format() audio.Format { return audio.FLAC16kMono }
 
+// TakesAsIs accepts the common files AssemblyAI lists among its supported
+// formats (flac, mp3, m4a, ogg, wav, webm). The upload is raw bytes that
+// AssemblyAI identifies itself, so the file needs no name or media type.
+func (e *Engine) TakesAsIs(info audio.Info) bool {
+	_, ok := audio.TypeOf(info)
+	return ok
+}
+
 // PollInterval is the wait the caller leaves between checks of an operation.
 func (e *Engine) PollInterval() time.Duration { return e.pollInterval }
 

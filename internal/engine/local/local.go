@@ -89,6 +89,10 @@ func (e *Engine) Name() string { return Name }
 // Format is what pocketsphinx reads: 16 kHz mono 16-bit PCM.
 func (e *Engine) Format() audio.Format { return audio.WAV16kMono }
 
+// TakesAsIs accepts only what conversion would produce: pocketsphinx reads
+// 16 kHz mono 16-bit PCM and nothing else.
+func (e *Engine) TakesAsIs(info audio.Info) bool { return audio.WAV16kMono.Matches(info) }
+
 // Submit recognises the whole file before it returns; pocketsphinx has no
 // notion of a remote operation.
 func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submission, error) {

@@ -227,6 +227,10 @@ func (e *Engine) Name() string { return Name }
 // decoder of its own.
 func (e *Engine) Format() audio.Format { return audio.WAV16kMono }
 
+// TakesAsIs accepts only what conversion would produce: services are
+// promised 16 kHz mono WAV, and a recording already in it needs no copy.
+func (e *Engine) TakesAsIs(info audio.Info) bool { return audio.WAV16kMono.Matches(info) }
+
 // PollInterval is the check that finds a result whose wake-up was lost;
 // the inbox normally wakes the job the moment a result arrives.
 func (e *Engine) PollInterval() time.Duration { return pollInterval }
@@ -253,13 +257,17 @@ func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submiss
 		return engine.Submission{}, engine.Errorf(engine.Rejected, "the nats engine needs the job and its stored audio")
 	}
 	n := max(req.Submission, 1)
+	mimeType := req.MIME
+	if mimeType == "" {
+		mimeType = e.Format().MIME
+	}
 	deadline := e.ReplyDeadline(req.Duration)
 	expires := time.Now().Add(deadline).UTC().Truncate(time.Second)
 	msg := JobMessage{
 		SchemaVersion: SchemaVersion, JobID: req.JobID, Submission: n, Service: e.service,
 		Language: req.Language, DurationSeconds: req.Duration.Seconds(),
 		ReplyDeadline: expires, ReplySubject: ResultsSubject,
-		Audio: Audio{URL: e.signer.Sign(req.AudioKey, expires), MIMEType: e.Format().MIME, ExpiresAt: expires},
+		Audio: Audio{URL: e.signer.Sign(req.AudioKey, expires), MIMEType: mimeType, ExpiresAt: expires},
 	}
 	body, err := json.Marshal(msg)
 	if err != nil {

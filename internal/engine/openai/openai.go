@@ -42,6 +42,9 @@ type Config struct {
 	// Prompt guides the model's spelling of names and terms in every
 	// request that brings no prompt of its own.
 	Prompt string
+	// AlwaysConvert sends every recording as FLAC, for servers that do not
+	// read every file OpenAI does.
+	AlwaysConvert bool
 	// DiarizeModel is the model asked when a job wants speakers labelled
 	// (OpenAI's gpt-4o-transcribe-diarize answers diarized_json); empty
 	// leaves speakers unlabelled, for servers that have no such model.
@@ -58,6 +61,7 @@ type Engine struct {
 	model     string
 	diarize   string
 	prompt    string
+	convert   bool
 	limits    engine.Limits
 	http      *engine.Client
 }
@@ -89,6 +93,7 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 		model:     cfg.Model,
 		diarize:   cfg.DiarizeModel,
 		prompt:    cfg.Prompt,
+		convert:   cfg.AlwaysConvert,
 		limits:    limits,
 		http:      c,
 	}, nil
@@ -101,10 +106,22 @@ func (e *Engine) Name() string { return Name }
 // the upload of WAV.
 func (e *Engine) Format() audio.Format { return audio.FLAC16kMono }
 
+// TakesAsIs accepts the files OpenAI documents for its transcription
+// endpoint (flac, mp3, mp4/m4a, mpeg/mpga, ogg, wav, webm): uploading a
+// voice note as it is spares a conversion and is smaller than FLAC.
+func (e *Engine) TakesAsIs(info audio.Info) bool {
+	_, ok := audio.TypeOf(info)
+	return ok && !e.convert
+}
+
 // Submit uploads the file and waits for the transcript; the API has no
 // asynchronous operations.
 func (e *Engine) Submit(ctx context.Context, req engine.Request) (engine.Submission, error) {
-	form, err := engine.Form(e.formFields(req), "file", partFileName(req.AudioPath), partContentType(req.AudioPath))
+	contentType := req.MIME
+	if contentType == "" {
+		contentType = partContentType(req.AudioPath)
+	}
+	form, err := engine.Form(e.formFields(req), "file", partFileName(req.AudioPath), contentType)
 	if err != nil {
 		return engine.Submission{}, fmt.Errorf("openai: lay out the form: %w", err)
 	}
@@ -217,8 +234,12 @@ func partContentType(path string) string {
 		return "audio/wav"
 	case ".ogg", ".oga", ".opus":
 		return "audio/ogg"
-	case ".mp3":
+	case ".mp3", ".mpga", ".mpeg":
 		return "audio/mpeg"
+	case ".m4a", ".mp4":
+		return "audio/mp4"
+	case ".webm":
+		return "audio/webm"
 	}
 	return "application/octet-stream"
 }

@@ -914,6 +914,8 @@ func TestPartNames(t *testing.T) {
 		{"/tmp/x.oga", "audio.ogg", "audio/ogg"},
 		{"/tmp/X.OGA", "audio.ogg", "audio/ogg"},
 		{"/tmp/x.mp3", "audio.mp3", "audio/mpeg"},
+		{"/tmp/x.m4a", "audio.m4a", "audio/mp4"},
+		{"/tmp/x.webm", "audio.webm", "audio/webm"},
 		{"/tmp/x", "audio", "application/octet-stream"},
 		{`/tmp/x.fl"ac`, "audio", "application/octet-stream"},
 	} {
@@ -1084,5 +1086,41 @@ func TestWordsSpeakersAndTranslation(t *testing.T) {
 				t.Errorf("result segments %v words %v language %q; want %v, %v, %q", res.Segments, res.Words, res.Language, tc.wantSegs, tc.wantWords, tc.wantLang)
 			}
 		})
+	}
+}
+
+func TestTakesAsIsWhatOpenAIDocuments(t *testing.T) {
+	for _, tc := range []struct {
+		info audio.Info
+		want bool
+	}{
+		{audio.Info{Container: "ogg", Codec: "opus"}, true},
+		{audio.Info{Container: "mov,mp4,m4a,3gp,3g2,mj2", Codec: "aac"}, true},
+		{audio.Info{Container: "mov,mp4,m4a,3gp,3g2,mj2", Codec: "aac", Video: true}, false},
+		{audio.Info{Container: "matroska,webm", Codec: "opus"}, true},
+		{audio.Info{Container: "asf", Codec: "wmav2"}, false},
+		{audio.Info{Container: "amr", Codec: "amr_nb"}, false},
+	} {
+		if got := newEngine(t, "http://127.0.0.1:1/v1", "").TakesAsIs(tc.info); got != tc.want {
+			t.Errorf("TakesAsIs(%+v) = %v; want %v", tc.info, got, tc.want)
+		}
+	}
+	e, err := New(Config{BaseURL: "http://127.0.0.1:1/v1", AlwaysConvert: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.TakesAsIs(audio.Info{Container: "ogg", Codec: "opus"}) {
+		t.Error("with AlwaysConvert the engine takes a voice note as it is; want every recording converted")
+	}
+}
+
+func TestSubmitSendsTheMediaTypeItIsGiven(t *testing.T) {
+	srv := newFakeServer(t, reply(http.StatusOK, "application/json", `{"text":"hi"}`))
+	path, _ := writeAudio(t, "audio.m4a", 100)
+	if _, err := newEngine(t, srv.URL+"/v1", "").Submit(context.Background(), engine.Request{AudioPath: path, MIME: "audio/x-m4a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.received(); got.fileName != "audio.m4a" || got.fileType != "audio/x-m4a" {
+		t.Errorf("file part %q, %q; want audio.m4a, audio/x-m4a", got.fileName, got.fileType)
 	}
 }

@@ -222,6 +222,13 @@ func (e *Engine) Name() string { return Name }
 // tenth of the size of WAV it puts four hours of audio in one request.
 func (e *Engine) Format() audio.Format { return audio.OggOpus16kMono }
 
+// TakesAsIs accepts Ogg/Opus, the one container the request declares
+// (OGG_OPUS): a Telegram voice note goes as it was recorded.
+func (e *Engine) TakesAsIs(info audio.Info) bool {
+	t, ok := audio.TypeOf(info)
+	return ok && t == audio.Ogg && info.Codec == "opus"
+}
+
 // PollInterval is the wait the caller leaves between checks of an
 // operation: the configured interval, stretched so that all the operations
 // this process has running in the folder share its quota of checks.
