@@ -291,7 +291,6 @@ func newWorkers(c client.Client, acts *activities.Activities, tel *telemetry, co
 	// The SDK's default checksum reads the whole executable.
 	worker.SetBinaryChecksum(buildID(info))
 	opts := worker.Options{
-		BuildID:      buildID(info),
 		Interceptors: []interceptor.WorkerInterceptor{&activities.Interceptor{Metrics: tel.metrics}},
 		// Give in-flight steps time to finish before a stop abandons them;
 		// Temporal hands abandoned ones to another worker after their lease.
