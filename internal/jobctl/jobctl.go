@@ -604,6 +604,17 @@ func (s *Service) Await(ctx context.Context, id string, unanswered func(error)) 
 // it reads on the way, settled or not, so that a waiting person can be
 // shown the job's progress from the same status the job reports.
 func (s *Service) AwaitReporting(ctx context.Context, id string, unanswered func(error), seen func(workflows.Status)) (workflows.Status, error) {
+	// Between polls, which back off to a second, the server's long poll
+	// for the end of the job's run wakes the loop the moment a job that
+	// ends with its outcome closes, so that nobody waits out the rest of a
+	// second for a transcript that is there.
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = s.Client.GetWorkflow(wctx, id, "").Get(wctx, nil) // its outcome is read from the status
+	}()
 	wait := 50 * time.Millisecond
 	var failingSince time.Time
 	told := false
@@ -633,6 +644,9 @@ func (s *Service) AwaitReporting(ctx context.Context, id string, unanswered func
 		case <-ctx.Done():
 			return st, ctx.Err()
 		case <-time.After(wait):
+		case <-closed:
+			// Once: a closed run's status answers the next poll.
+			closed = nil
 		}
 		wait = min(wait*2, time.Second)
 	}
