@@ -113,7 +113,10 @@ func peakRSS(b *testing.B, bin, engine, recording string) int64 {
 	cmd := exec.Command(bin, "up")
 	cmd.Env = append(os.Environ(), "TRANSCRIBER_DATA_DIR="+b.TempDir(), "TRANSCRIBER_HTTP_ADDR="+strings.TrimPrefix(base, "http://"),
 		"TRANSCRIBER_UI_ADDR=off", "TEMPORAL_ADDRESS=", "TRANSCRIBER_TEMPORAL_PORT="+strconv.Itoa(listenPort(b)),
-		"TRANSCRIBER_ENGINE=openai", "OPENAI_BASE_URL="+engine, "OPENAI_API_KEY=bench", "TRANSCRIBER_API_TOKENS="+benchToken)
+		"TRANSCRIBER_ENGINE=openai", "OPENAI_BASE_URL="+engine, "OPENAI_API_KEY=bench", "TRANSCRIBER_API_TOKENS="+benchToken,
+		// The hour goes through as six chunks, cut and sent one after
+		// another, as long speech does; the minute as itself.
+		"TRANSCRIBER_CHUNK_DURATION=10m")
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
