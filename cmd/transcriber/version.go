@@ -41,25 +41,9 @@ func runVersion(ctx context.Context, args []string, env func(string) string, std
 // writeVersion prints what info holds; info is nil in a binary built
 // without module support, which still prints the Go release.
 func writeVersion(w io.Writer, info *debug.BuildInfo) {
-	version := "devel"
-	var revision, at, modified string
+	version, revision, at, modified := stamp(info)
 	deps := map[string]string{}
 	if info != nil {
-		// "go build" in a checkout says "(devel)" unless it stamps a
-		// version from the VCS tag.
-		if v := info.Main.Version; v != "" && v != "(devel)" {
-			version = v
-		}
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				revision = s.Value
-			case "vcs.time":
-				at = s.Value
-			case "vcs.modified":
-				modified = s.Value
-			}
-		}
 		for _, d := range info.Deps {
 			v := d.Version
 			if d.Replace != nil {
@@ -70,7 +54,7 @@ func writeVersion(w io.Writer, info *debug.BuildInfo) {
 	}
 	fmt.Fprintf(w, "transcriber %s\n", version)
 	if revision != "" {
-		if modified == "true" {
+		if modified {
 			revision += " (with uncommitted changes)"
 		}
 		fmt.Fprintf(w, "  %-19s %s\n", "commit", revision)
@@ -93,27 +77,38 @@ func writeVersion(w io.Writer, info *debug.BuildInfo) {
 // megabytes with the embedded server, to checksum it before the first
 // worker starts: most of a one-shot run's start-up.
 func buildID(info *debug.BuildInfo) string {
-	id := "transcriber@devel"
+	version, revision, _, modified := stamp(info)
+	id := "transcriber@" + version
+	if revision != "" {
+		id += "+" + revision[:min(12, len(revision))]
+	}
+	if modified {
+		id += "-modified"
+	}
+	return id
+}
+
+// stamp is what the build recorded of itself: its version ("devel" when it
+// stamped none) and the commit, its time and whether the tree had changes.
+func stamp(info *debug.BuildInfo) (version, revision, at string, modified bool) {
+	version = "devel"
 	if info == nil {
-		return id
+		return version, "", "", false
 	}
+	// "go build" in a checkout says "(devel)" unless it stamps a version
+	// from the VCS tag.
 	if v := info.Main.Version; v != "" && v != "(devel)" {
-		id = "transcriber@" + v
+		version = v
 	}
-	var revision, modified string
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			revision = s.Value
+		case "vcs.time":
+			at = s.Value
 		case "vcs.modified":
-			modified = s.Value
+			modified = s.Value == "true"
 		}
 	}
-	if revision != "" {
-		id += "+" + revision[:min(12, len(revision))]
-	}
-	if modified == "true" {
-		id += "-modified"
-	}
-	return id
+	return version, revision, at, modified
 }
