@@ -221,7 +221,9 @@ func (cl *cluster) submit(t *testing.T, path string) <-chan result {
 // running on a worker, and returns the job id.
 func startedActivity(t *testing.T, c client.Client, activityType string) string {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	// A loaded machine may take minutes to store an hour of audio and
+	// start its job; waiting longer proves as much.
+	deadline := time.Now().Add(4 * time.Minute)
 	for time.Now().Before(deadline) {
 		resp, err := c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
 			Namespace: "default", Query: "ExecutionStatus = 'Running'",

@@ -210,7 +210,9 @@ func TestTelegramSixtyNotesUnderKills(t *testing.T) {
 	kills := 0
 	killUntil := time.Now().Add(90 * time.Second)
 	for kills < maxKills && time.Now().Before(killUntil) && answered() < notes {
-		time.Sleep(time.Duration(2000+rand.IntN(3000)) * time.Millisecond)
+		// Sixty short jobs take seconds, so the kills come often enough
+		// to land several times among them.
+		time.Sleep(time.Duration(700+rand.IntN(1300)) * time.Millisecond)
 		up.kill()
 		kills++
 		up = startProc(t, environ, "up")
