@@ -158,14 +158,26 @@ func (x *Exchange) Ensure(ctx context.Context) (jetstream.KeyValue, error) {
 		cfg.Storage = jetstream.FileStorage
 		cfg.MaxAge = retainFor
 		cfg.Duplicates = DuplicateWindow
-		if _, err := x.JS.CreateOrUpdateStream(ctx, cfg); err != nil {
+		// Create first and update only when the stream differs: the broker
+		// answers a create of an identical stream without touching it,
+		// while an update rewrites its store under consumers being added
+		// by other services at the same moment (a data race in the broker).
+		_, err := x.JS.CreateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			_, err = x.JS.UpdateStream(ctx, cfg)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("nats stream %s: %w", cfg.Name, err)
 		}
 	}
-	kv, err := x.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kvCfg := jetstream.KeyValueConfig{
 		Bucket: ResultsBucket, Description: "the first result of each submission of a recognition job",
 		TTL: retainFor, Storage: jetstream.FileStorage,
-	})
+	}
+	kv, err := x.JS.CreateKeyValue(ctx, kvCfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = x.JS.UpdateKeyValue(ctx, kvCfg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("nats bucket %s: %w", ResultsBucket, err)
 	}

@@ -687,3 +687,57 @@ func TestRedact(t *testing.T) {
 		t.Errorf("Redact = %q; want the password gone and the other URL kept", got)
 	}
 }
+
+// Scenario: Streams made with other settings are brought to these, identical ones are left untouched
+func TestEnsureUpdatesOnlyDifferingStreams(t *testing.T) {
+	url := natstest.Start(t)
+	ctx := context.Background()
+	nc, err := natsio.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: JobsStream,
+		Subjects: []string{JobsSubjectPrefix + ">"}, MaxAge: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			c, err := natsio.Connect(url)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			x, _ := NewExchange(c)
+			_, err = x.Ensure(ctx)
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("ensure: %v", err)
+		}
+	}
+	s, err := js.Stream(ctx, JobsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := s.CachedInfo().Config; cfg.MaxAge != retainFor || cfg.Duplicates != DuplicateWindow {
+		t.Fatalf("jobs stream keeps %v with duplicates %v, want %v and %v", cfg.MaxAge, cfg.Duplicates, retainFor, DuplicateWindow)
+	}
+	before := s.CachedInfo().Config
+
+	// A second start on an up-to-date broker leaves the stream's settings alone.
+	x, _ := NewExchange(nc)
+	if _, err := x.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = js.Stream(ctx, JobsStream)
+	if after := s.CachedInfo().Config; after.MaxAge != before.MaxAge || after.Description != before.Description {
+		t.Fatalf("settings changed on a second start: %+v", after)
+	}
+}
