@@ -381,6 +381,9 @@ func prepareDatabase(sqlConf *config.SQL, opts Options, logger serverLogger) err
 		} else if err != nil {
 			return fmt.Errorf("devserver database %s: %w", opts.DatabaseFile, err)
 		}
+		if err := dropIdleVisibilityIndexes(sqlConf); err != nil {
+			return fmt.Errorf("devserver database %s: %w", opts.DatabaseFile, err)
+		}
 	}
 	ns, err := sqliteschema.NewNamespaceConfig(clusterName, opts.Namespace, false, opts.SearchAttributes)
 	if err != nil {
