@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/transcriber/transcriber/internal/devserver"
 	"github.com/transcriber/transcriber/internal/testaudio"
+	"github.com/transcriber/transcriber/workflows"
 )
 
 // Scenario: Over the API bob can neither see, revive, cancel nor read alice's job, their equal Idempotency-Keys make two jobs, and jobs list --owner alice lists only hers
@@ -114,4 +117,42 @@ func TestAccountsOwnTheirJobs(t *testing.T) {
 			t.Errorf("jobs show says owner %q; want alice", got)
 		}
 	})
+}
+
+// Scenario: A data dir made before owners gains the owner attribute and takes owned jobs as soon as it is ready
+func TestDataDirBeforeOwnersTakesOwnedJobs(t *testing.T) {
+	requireSpeechTools(t)
+	t.Parallel()
+	dataDir := t.TempDir()
+	old := workflows.SearchAttributes()
+	delete(old, workflows.OwnerKey.GetName())
+	srv, err := devserver.Start(devserver.Options{Namespace: "default", SearchAttributes: old,
+		DatabaseFile: filepath.Join(dataDir, "temporal.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	u := startUp(t, dataDir, "TRANSCRIBER_API_TOKENS", "alice:ta")
+	note, err := os.ReadFile(testaudio.VoiceNote(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := apiDo(t, http.MethodPost, "http://"+u.http+"/v1/jobs?language=en", "ta", bytes.NewReader(note), "Content-Type", "audio/ogg")
+	if c.status != http.StatusAccepted {
+		t.Fatalf("the first upload once ready = %d %s; want 202", c.status, c.body)
+	}
+	var a accepted
+	c.json(t, &a)
+	waitFor(t, "the job done", func() bool {
+		var j jobAnswer
+		c := apiDo(t, http.MethodGet, "http://"+u.http+"/v1/jobs/"+a.ID, "ta", nil)
+		c.json(t, &j)
+		return c.status == http.StatusOK && j.State == "done"
+	})
+	if r := runCLI(t, u.client, "jobs", "list", "--owner", "alice"); r.code != 0 || !strings.Contains(r.stdout, a.ID) {
+		t.Errorf("jobs list --owner alice = %d %q %s; want %s", r.code, r.stdout, r.stderr, a.ID)
+	}
 }

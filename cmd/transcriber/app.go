@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
@@ -242,7 +243,42 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 	}); err != nil {
 		return fmt.Errorf("add search attributes: %w", err)
 	}
-	return nil
+	return awaitSearchAttributes(ctx, c, namespace, slices.Sorted(maps.Keys(missing)))
+}
+
+// searchAttributesTimeout bounds the wait for a server to use attributes
+// just added; servers refresh their copy of a namespace every 10 s by
+// default.
+const searchAttributesTimeout = time.Minute
+
+// awaitSearchAttributes waits until the server accepts a query naming every
+// one of names. A server uses an attribute added to a namespace only once
+// it refreshes its copy of the namespace; until then it refuses jobs that
+// set it, and a job accepted meanwhile would be answered with an error.
+func awaitSearchAttributes(ctx context.Context, c client.Client, namespace string, names []string) error {
+	conds := make([]string, len(names))
+	for i, n := range names {
+		conds[i] = n + " IS NULL"
+	}
+	req := &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: strings.Join(conds, " AND ")}
+	ctx, cancel := context.WithTimeout(ctx, searchAttributesTimeout)
+	defer cancel()
+	for {
+		_, err := c.WorkflowService().CountWorkflowExecutions(ctx, req)
+		var invalid *serviceerror.InvalidArgument
+		switch {
+		case err == nil:
+			return nil
+		case !errors.As(err, &invalid) && ctx.Err() == nil:
+			return fmt.Errorf("check search attributes %s: %w", strings.Join(names, ", "), err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("search attributes %s were added, but the server did not use them within %v: %w",
+				strings.Join(names, ", "), searchAttributesTimeout, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // newActivities wires the steps to the engines and stores the
