@@ -235,6 +235,19 @@ func TestHTTPAPIEndToEnd(t *testing.T) {
 			if c.status != http.StatusConflict || c.errorCode(t) != "idempotency_conflict" {
 				t.Errorf("same key, other bytes = %d %s; want 409", c.status, c.body)
 			}
+			// Scenario: An upload that names a job of other bytes, or one whose recordings are gone, leaves no recording behind
+			t.Run("no recording for no job", func(t *testing.T) {
+				entries, _ := os.ReadDir(dataDir + "/blobs/jobs/" + id)
+				var originals []string
+				for _, e := range entries {
+					if strings.HasPrefix(e.Name(), "original-") {
+						originals = append(originals, e.Name())
+					}
+				}
+				if len(originals) != 1 {
+					t.Errorf("the job's recordings after the conflict = %v; want only its own", originals)
+				}
+			})
 		})
 
 		done := waitState(t, base, id, "done")

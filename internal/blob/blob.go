@@ -66,6 +66,8 @@ type Store interface {
 	// Size is the length of the object at key, or an error wrapping
 	// ErrNotFound.
 	Size(ctx context.Context, key string) (int64, error)
+	// Delete removes the object at key; a key that holds nothing succeeds.
+	Delete(ctx context.Context, key string) error
 	// DeleteJob removes every object stored under JobKey(jobID, …) and
 	// returns how many; removing a job with nothing stored succeeds.
 	DeleteJob(ctx context.Context, jobID string) (int, error)

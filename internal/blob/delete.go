@@ -15,6 +15,31 @@ import (
 // jobDir is the key prefix of everything JobKey names for jobID.
 func jobDir(jobID string) string { return JobKey(jobID, "") }
 
+// Delete removes the object at key; nothing there is not an error.
+func (s *Local) Delete(_ context.Context, key string) error {
+	path, err := s.Path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", key, err)
+	}
+	return nil
+}
+
+// Delete removes the object at key; S3 answers a delete of a missing
+// object as done.
+func (s *S3) Delete(ctx context.Context, key string) error {
+	obj, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: obj}); err != nil {
+		return s.fail("delete", key, err)
+	}
+	return nil
+}
+
 // DeleteJob removes every object stored for jobID (see JobKey) and returns
 // how many it removed; a job with nothing stored is not an error, so a
 // repeated removal succeeds.

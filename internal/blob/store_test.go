@@ -132,6 +132,29 @@ func conformance(t *testing.T, k kind) {
 		}
 	})
 
+	// Scenario: One object is removed alone, and removing it again succeeds
+	t.Run("delete one", func(t *testing.T) {
+		s := k.open(t, spaceOf(t))
+		gone, kept := JobKey("http-1", "original-aa.ogg"), JobKey("http-1", "original-bb.ogg")
+		put(t, s, gone, []byte("a"))
+		put(t, s, kept, []byte("b"))
+		if err := s.Delete(ctx, gone); err != nil {
+			t.Fatalf("Delete(%q): %v", gone, err)
+		}
+		if _, err := s.Size(ctx, gone); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Size(%q) after Delete = %v; want ErrNotFound", gone, err)
+		}
+		if got := read(t, s, kept); string(got) != "b" {
+			t.Errorf("the other object of the job reads %q after Delete; want b", got)
+		}
+		if err := s.Delete(ctx, gone); err != nil {
+			t.Errorf("Delete of a removed object = %v; want nil", err)
+		}
+		if err := s.Delete(ctx, "../outside"); err == nil {
+			t.Error("Delete of an invalid key = nil; want an error")
+		}
+	})
+
 	// Scenario: A stored object reads back the same from either store
 	t.Run("round trip", func(t *testing.T) {
 		s := k.open(t, spaceOf(t))

@@ -34,6 +34,8 @@ type Jobs interface {
 type BlobStore interface {
 	Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	Size(ctx context.Context, key string) (int64, error)
+	Delete(ctx context.Context, key string) error
 }
 
 // APIOptions configure the job API.

@@ -6,13 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/textproto"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -409,6 +412,36 @@ func TestCreateJobIdempotency(t *testing.T) {
 		t.Errorf("same key, same bytes: %d %s; want 202 with the same id, existing", again.Code, again.Body)
 	}
 	wantError(t, h.do(t, raw(other, "order-42")), http.StatusConflict, "idempotency_conflict")
+	// Scenario: An upload that names a job of other bytes, or one whose recordings are gone, leaves no recording behind
+	t.Run("no recording for no job", func(t *testing.T) {
+		originals := func() []string {
+			t.Helper()
+			entries, err := os.ReadDir(filepath.Join(h.blobs.Root(), filepath.FromSlash(blob.JobKey(keyID, ""))))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			return names
+		}
+		if got := originals(); len(got) != 1 || "jobs/"+keyID+"/"+got[0] != fj.in.Original.Key {
+			t.Errorf("recordings after the conflict = %v; want only the job's own %s", got, fj.in.Original.Key)
+		}
+		// The job closed and its retention removed its recordings: the same
+		// key and bytes find it, and store nothing that no job would remove.
+		h.jobs.set(keyID, func(j *fakeJob) { j.closed, j.status.State = true, job.Done })
+		if err := h.blobs.Delete(context.Background(), fj.in.Original.Key); err != nil {
+			t.Fatal(err)
+		}
+		if again := decode[acceptedBody](t, h.do(t, raw(ogg, "order-42"))); again.ID != keyID || !again.Existing {
+			t.Errorf("same key after retention = %+v; want the job, existing", again)
+		}
+		if got := originals(); len(got) != 0 {
+			t.Errorf("recordings after a repeat of a job whose recordings were removed = %v; want none", got)
+		}
+	})
 
 	// Without a key the bytes, engine and language name the job.
 	a := decode[acceptedBody](t, h.do(t, raw(ogg, "")))

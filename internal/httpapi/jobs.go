@@ -82,7 +82,8 @@ func webhookURL(field func(name string) string) string {
 }
 
 // accept turns a received upload into a job: the same id for the same
-// bytes, the recording stored before the job starts.
+// bytes, the recording stored before the job starts. The start itself finds
+// a job already under the id, so a new upload costs no look-up first.
 func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, existing bool, apiErr *apiError) {
 	engine, fallback := a.opts.Engine(s.engine, s.language)
 	hash := hex.EncodeToString(u.sha256)
@@ -95,28 +96,13 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		// sent again.
 		id, policy = workflows.HTTPContentJobID(owner, u.sha256, engine, s.language, s.recognition.Key()), jobctl.OnePerIDUnlessCancelled
 	}
-	rerun := policy == jobctl.OnePerIDUnlessCancelled
-	e, err := a.opts.Jobs.Lookup(ctx, id)
-	switch {
-	case err == nil && !(rerun && e.Rerunnable):
-		if e.ContentSHA256 != hash {
-			return "", false, conflict(s.key)
-		}
-		return id, true, nil
-	case err != nil && !errors.Is(err, jobctl.ErrNotFound):
-		return "", false, errUnavailable(err)
-	}
 	// The key carries the hash: two requests racing with one id and other
-	// bytes never overwrite each other's recording.
+	// bytes never overwrite each other's recording, and bytes already
+	// stored under it are these bytes.
 	key := blob.JobKey(id, "original-"+hash[:16]+u.ext)
-	f, err := os.Open(u.path)
-	if err != nil {
-		return "", false, storageError(err)
-	}
-	_, err = a.opts.Blobs.Put(ctx, key, f)
-	_ = f.Close() // only read
-	if err != nil {
-		return "", false, storageError(err)
+	wrote, apiErr := a.storeOriginal(ctx, key, u.path)
+	if apiErr != nil {
+		return "", false, apiErr
 	}
 	in := workflows.Input{
 		Source:      job.SourceHTTP,
@@ -131,17 +117,60 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		WebhookURL:  s.webhook,
 		Owner:       owner,
 	}
-	existing, err = a.opts.Jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, ContentSHA256: hash, Policy: policy})
+	existing, err := a.opts.Jobs.Start(ctx, jobctl.StartRequest{ID: id, Input: in, ContentSHA256: hash, Policy: policy})
 	switch {
 	case errors.Is(err, jobctl.ErrConflict):
+		// The job under the id holds other bytes, under another key.
+		if wrote {
+			a.dropOriginal(ctx, id, key)
+		}
 		return "", false, conflict(s.key)
 	case err != nil:
+		// Kept: the client's retry with these bytes uses it.
 		return "", false, errUnavailable(err)
+	}
+	if existing && wrote {
+		// The job under the id no longer had its recording: it was removed
+		// after the job's retention, and the copy just written belongs to
+		// no job. A job still running is another request's, started with
+		// these very bytes at the same moment, and keeps them.
+		if e, err := a.opts.Jobs.Lookup(ctx, id); err == nil && e.Closed {
+			a.dropOriginal(ctx, id, key)
+		}
 	}
 	if !existing {
 		a.log.Info("job accepted", "job_id", id, "owner", owner, "bytes", u.size, "engine", engine, "webhook", s.webhook != "")
 	}
 	return id, existing, nil
+}
+
+// storeOriginal stores the upload at key unless the store has it already,
+// and says whether it wrote.
+func (a *API) storeOriginal(ctx context.Context, key, path string) (wrote bool, apiErr *apiError) {
+	_, err := a.opts.Blobs.Size(ctx, key)
+	switch {
+	case err == nil:
+		return false, nil
+	case !errors.Is(err, blob.ErrNotFound):
+		return false, storageError(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, storageError(err)
+	}
+	_, err = a.opts.Blobs.Put(ctx, key, f)
+	_ = f.Close() // only read
+	if err != nil {
+		return false, storageError(err)
+	}
+	return true, nil
+}
+
+// dropOriginal removes a recording this request stored for no job.
+func (a *API) dropOriginal(ctx context.Context, id, key string) {
+	if err := a.opts.Blobs.Delete(ctx, key); err != nil {
+		a.log.Warn("a recording stored for no job was not removed", "job_id", id, "key", key, "error", err)
+	}
 }
 
 func conflict(key string) *apiError {
