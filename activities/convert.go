@@ -115,6 +115,53 @@ func (a *Activities) convert(ctx context.Context, in ConvertInput) (ConvertOutpu
 	return ConvertOutput{AudioKey: key, Duration: duration, Chunks: chunks}, nil
 }
 
+// InspectOutput says whether the engine takes the original as it is.
+type InspectOutput struct {
+	AsIs     bool          `json:"as_is"`
+	Duration time.Duration `json:"duration,omitempty"`
+}
+
+// Inspect is Convert's quick half for a workflow to run as a local
+// activity: it probes the original and answers whether the engine takes it
+// as it is, which for a voice note saves a step of its own and the tasks
+// and writes of the server that come with it. It gives no verdict and
+// fails on nothing: a recording it does not pass, for whatever reason, goes
+// to Convert, which gives every verdict and message with its own attempts.
+func (a *Activities) Inspect(ctx context.Context, in ConvertInput) (InspectOutput, error) {
+	out, err := a.inspect(ctx, in)
+	if err != nil {
+		activity.GetLogger(ctx).Debug("the recording is left to conversion", "error", err)
+	}
+	return out, nil
+}
+
+func (a *Activities) inspect(ctx context.Context, in ConvertInput) (InspectOutput, error) {
+	rec, err := a.recognizer(in.Engine)
+	if err != nil {
+		return InspectOutput{}, err
+	}
+	if _, ok := rec.(asIsTaker); !ok || !engine.Supports(rec, in.Language) {
+		return InspectOutput{}, nil
+	}
+	work, cleanup, err := a.workDir()
+	if err != nil {
+		return InspectOutput{}, err
+	}
+	defer cleanup()
+	src, err := a.localCopy(ctx, in.OriginalKey, work)
+	if err != nil {
+		return InspectOutput{}, err
+	}
+	info, err := a.Audio.Probe(ctx, src)
+	if err != nil {
+		return InspectOutput{}, err
+	}
+	if a.MaxDuration > 0 && info.Duration > a.MaxDuration || !a.takesAsIs(rec, info, src) {
+		return InspectOutput{}, nil
+	}
+	return InspectOutput{AsIs: true, Duration: info.Duration}, nil
+}
+
 // asIsTaker is an engine that can take some recordings without a
 // conversion; the others get every recording in their Format.
 type asIsTaker interface {

@@ -316,3 +316,87 @@ func TestOpenAIAlwaysConvertSendsFLAC(t *testing.T) {
 		t.Errorf("uploads %d; want one audio.flac sent as audio/flac", len(up))
 	}
 }
+
+// Scenario: Inspect passes exactly the recordings that conversion sends as they are
+func TestInspectAgreesWithConvert(t *testing.T) {
+	testaudio.Require(t)
+	dir := t.TempDir()
+	note := testaudio.VoiceNote(t, dir)
+	wav := filepath.Join(dir, "go.wav")
+	testaudio.FFmpeg(t, "-f", "s16le", "-ar", "16000", "-ac", "1", "-i", testaudio.GoForwardRaw, wav)
+	cd := filepath.Join(dir, "cd.wav")
+	testaudio.FFmpeg(t, "-i", wav, "-ar", "44100", "-ac", "2", cd)
+	full := filepath.Join(dir, "full.ogg")
+	testaudio.FFmpeg(t, "-i", testaudio.LibriVox("sense_and_sensibility_01_austen_64kb-0870"), "-c:a", "libopus", full)
+	data, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := filepath.Join(dir, "half.ogg")
+	if err := os.WriteFile(half, data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text := filepath.Join(dir, "notes.ogg")
+	if err := os.WriteFile(text, []byte("these are my notes, not a recording\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := newOpenAIRecorder(t)
+	pocketsphinx, err := local.New(local.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		eng  Recognizer
+		path string
+		asIs bool
+	}{
+		{"voice note to openai", srv.engine(t, openai.Config{}), note, true},
+		{"voice note to a server that reads fewer formats", srv.engine(t, openai.Config{AlwaysConvert: true}), note, false},
+		{"recording over the engine's limit", srv.engine(t, openai.Config{MaxDuration: 5 * time.Second}), full, false},
+		{"cut-short ogg to openai", srv.engine(t, openai.Config{}), half, false},
+		{"text named .ogg", srv.engine(t, openai.Config{}), text, false},
+		{"16 kHz mono wav to pocketsphinx", pocketsphinx, wav, true},
+		{"44.1 kHz stereo wav to pocketsphinx", pocketsphinx, cd, false},
+		{"voice note to pocketsphinx", pocketsphinx, note, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "jobs/default-test-workflow-id/original" + filepath.Ext(tc.path)
+			f := newFixture(t, nil)
+			f.acts.Engines["engine"] = tc.eng
+			f.put(t, key, tc.path)
+			in := ConvertInput{Call: schedule, OriginalKey: key, Engine: "engine"}
+			v, err := f.env.ExecuteActivity(f.acts.Inspect, in)
+			if err != nil {
+				t.Fatalf("Inspect: %v; want no error, whatever the recording", err)
+			}
+			var got InspectOutput
+			if err := v.Get(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got.AsIs != tc.asIs {
+				t.Fatalf("Inspect passes it: %v; want %v", got.AsIs, tc.asIs)
+			}
+			v, err = f.env.ExecuteActivity(f.acts.Convert, in)
+			if tc.path == text {
+				if err == nil {
+					t.Error("Convert of text succeeded; want its verdict")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Convert: %v", err)
+			}
+			var conv ConvertOutput
+			if err := v.Get(&conv); err != nil {
+				t.Fatal(err)
+			}
+			if sent := conv.AudioKey == key; sent != tc.asIs {
+				t.Errorf("Convert sends it as it is: %v; Inspect said %v", sent, tc.asIs)
+			}
+			if tc.asIs && got.Duration != conv.Duration {
+				t.Errorf("Inspect read %v; Convert %v", got.Duration, conv.Duration)
+			}
+		})
+	}
+}

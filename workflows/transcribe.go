@@ -206,7 +206,7 @@ func (j *jobState) run(ctx workflow.Context) error {
 		}
 		j.s.Original.Key, j.s.Original.Size = out.Key, out.Size
 	}
-	if j.s.AudioKey == "" {
+	if j.s.AudioKey == "" && !j.takenAsIs(ctx) {
 		if err := j.enter(ctx, job.Converting); err != nil {
 			return err
 		}
@@ -250,6 +250,42 @@ func (j *jobState) run(ctx workflow.Context) error {
 		j.s.Replied = true
 	}
 	return nil
+}
+
+// localInspect marks the change that lets a lean job whose recording is
+// small ask a local activity whether the engine takes it as it is, and go
+// straight to transcribing when it does: one step, one state and their
+// tasks and writes fewer for the common voice note. Conversion stays a step
+// of its own, with its attempts and lease, for everything else.
+const localInspect = "local-inspect"
+
+// inspectMaxBytes bounds the recordings inspected in a local activity,
+// which holds the job's workflow task while it copies and probes: above it
+// no engine takes a recording in one request anyway.
+const inspectMaxBytes = 32 << 20
+
+// takenAsIs reports whether the engine takes the original as it is, asking
+// Inspect when the job may; the audio is then the original.
+func (j *jobState) takenAsIs(ctx workflow.Context) bool {
+	if !j.s.Lean || j.s.Original.Size <= 0 || j.s.Original.Size > inspectMaxBytes ||
+		workflow.GetVersion(ctx, localInspect, workflow.DefaultVersion, 1) < 1 {
+		return false
+	}
+	var out activities.InspectOutput
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: courtesyTimeout,
+		// Any trouble leaves the recording to Convert and its attempts.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	err := workflow.ExecuteLocalActivity(lctx, a.Inspect, activities.ConvertInput{
+		Call: j.call(), OriginalKey: j.s.Original.Key, Engine: j.s.Engine, Language: j.s.Language,
+	}).Get(ctx, &out)
+	if err != nil || !out.AsIs {
+		return false
+	}
+	j.s.AudioKey, j.s.Duration = j.s.Original.Key, out.Duration
+	j.s.Chunks, j.s.ChunksDone = nil, 0
+	return true
 }
 
 // logger is the workflow's logger with the job's current state as the

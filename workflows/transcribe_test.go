@@ -497,6 +497,61 @@ func (s *workflowSuite) Test_LeanJobPublishesOnlyChanges() {
 	s.Equal([][]string{{"TranscriptionState", "converting"}, {"TranscriptionState", "transcribing"}, {"TranscriptionState", "done"}}, upserts)
 }
 
+// Scenario: A lean job whose engine takes its small recording as it is goes from accepted straight to transcribing, without a conversion step
+func (s *workflowSuite) Test_LeanJobTakenAsIsSkipsConversion() {
+	in := testInput()
+	in.Source, in.Recipient = job.SourceHTTP, nil
+	s.Require().NoError(s.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(
+		StateKey.ValueSet(string(job.Accepted)), SourceKey.ValueSet(string(job.SourceHTTP)), EngineKey.ValueSet("local"))))
+	var states []string
+	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(StateKey); ok {
+			states = append(states, v)
+		}
+	}).Return(nil)
+	s.env.OnActivity(a.Inspect, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		s.True(activity.GetInfo(args.Get(0).(context.Context)).IsLocalActivity, "Inspect runs as a local activity")
+	}).Return(activities.InspectOutput{AsIs: true, Duration: 3 * time.Second}, nil).Once()
+	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		ri := args.Get(1).(activities.RecognizeInput)
+		s.Equal(in.Original.Key, ri.AudioKey, "the engine hears the original")
+		s.Equal(3*time.Second, ri.Duration, "with the duration Inspect read")
+	}).Return(recognized, nil).Once()
+
+	s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+	s.Equal(job.Done, s.result().State)
+	s.Equal([]string{"transcribing", "done"}, states)
+}
+
+// Scenario: A recording that Inspect does not pass, or that it fails on, is converted by the step with its attempts
+func (s *workflowSuite) Test_NotTakenAsIsIsConverted() {
+	for _, tc := range []struct {
+		name string
+		out  activities.InspectOutput
+		err  error
+	}{
+		{"needs conversion", activities.InspectOutput{}, nil},
+		{"inspect failed", activities.InspectOutput{}, errors.New("store unreachable")},
+	} {
+		s.Run(tc.name, func() {
+			s.SetupTest()
+			in := testInput()
+			in.Source, in.Recipient = job.SourceHTTP, nil
+			s.env.OnActivity(a.Inspect, mock.Anything, mock.Anything).Return(tc.out, tc.err).Once()
+			s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+			s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+				s.Equal(converted.AudioKey, args.Get(1).(activities.RecognizeInput).AudioKey)
+			}).Return(recognized, nil).Once()
+
+			s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+			s.Equal(job.Done, s.result().State)
+			s.env.AssertExpectations(s.T())
+		})
+	}
+}
+
 // Scenario: A lean Telegram job shows its progress by local activities
 func (s *workflowSuite) Test_LeanTelegramProgressIsLocal() {
 	in := testInput()

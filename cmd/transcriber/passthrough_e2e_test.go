@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/transcriber/transcriber/internal/blob"
 	"github.com/transcriber/transcriber/internal/testaudio"
 )
@@ -20,6 +22,11 @@ func TestVoiceNoteReachesOpenAIUnconverted(t *testing.T) {
 	requireSpeechTools(t)
 	engine := newOpenAIStandIn(t)
 	u := startUp(t, t.TempDir(), "TRANSCRIBER_ENGINE", "openai", "OPENAI_BASE_URL", engine.URL+"/v1")
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	dir := t.TempDir()
 	note := testaudio.VoiceNote(t, dir)
 	// A file without an extension is stored as original.bin; the engine
@@ -47,6 +54,10 @@ func TestVoiceNoteReachesOpenAIUnconverted(t *testing.T) {
 		if conv := converted(t, u, cliJobID(t, path, "openai")); len(conv) > 0 {
 			t.Errorf("the job stored conversions %v of a recording sent as it is", conv)
 		}
+		// The local Inspect passed it: no conversion step ran at all.
+		if steps := completions(t, c, cliJobID(t, path, "openai")); steps["Convert"] != 0 || steps["Recognize"] != 1 {
+			t.Errorf("the job's steps = %v; want Recognize alone", steps)
+		}
 	}
 	if len(engine.bad) > 0 {
 		t.Errorf("the stand-in refused: %v", engine.bad)
@@ -70,6 +81,14 @@ func TestWMAReachesOpenAIConvertedOnce(t *testing.T) {
 	}
 	if conv := converted(t, u, cliJobID(t, wma, "openai")); len(conv) != 1 {
 		t.Errorf("conversions stored: %v; want one", conv)
+	}
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + u.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if steps := completions(t, c, cliJobID(t, wma, "openai")); steps["Convert"] != 1 {
+		t.Errorf("the job's steps = %v; want one conversion step", steps)
 	}
 	if len(engine.bad) > 0 {
 		t.Errorf("the stand-in refused: %v", engine.bad)
