@@ -263,20 +263,27 @@ func TestSpeechKitGetsOtherAudioConverted(t *testing.T) {
 	})
 }
 
-// Scenario: A cut-short recording is converted
-func TestCutShortOggIsConverted(t *testing.T) {
-	testaudio.Require(t)
-	dir := t.TempDir()
-	full := filepath.Join(dir, "full.ogg")
+// cutShortOgg writes a LibriVox chapter as Ogg/Opus and its first half,
+// which ends inside a page, into dir.
+func cutShortOgg(t *testing.T, dir string) (full, half string) {
+	t.Helper()
+	full = filepath.Join(dir, "full.ogg")
 	testaudio.FFmpeg(t, "-i", testaudio.LibriVox("sense_and_sensibility_01_austen_64kb-0870"), "-c:a", "libopus", full)
 	data, err := os.ReadFile(full)
 	if err != nil {
 		t.Fatal(err)
 	}
-	half := filepath.Join(dir, "half.ogg")
+	half = filepath.Join(dir, "half.ogg")
 	if err := os.WriteFile(half, data[:len(data)/2], 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return full, half
+}
+
+// Scenario: A cut-short recording is converted
+func TestCutShortOggIsConverted(t *testing.T) {
+	testaudio.Require(t)
+	_, half := cutShortOgg(t, t.TempDir())
 	srv := newOpenAIRecorder(t)
 	const key = "jobs/default-test-workflow-id/original.ogg"
 	out, f := convertWith(t, srv.engine(t, openai.Config{}), key, half)
@@ -326,16 +333,7 @@ func TestInspectAgreesWithConvert(t *testing.T) {
 	testaudio.FFmpeg(t, "-f", "s16le", "-ar", "16000", "-ac", "1", "-i", testaudio.GoForwardRaw, wav)
 	cd := filepath.Join(dir, "cd.wav")
 	testaudio.FFmpeg(t, "-i", wav, "-ar", "44100", "-ac", "2", cd)
-	full := filepath.Join(dir, "full.ogg")
-	testaudio.FFmpeg(t, "-i", testaudio.LibriVox("sense_and_sensibility_01_austen_64kb-0870"), "-c:a", "libopus", full)
-	data, err := os.ReadFile(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	half := filepath.Join(dir, "half.ogg")
-	if err := os.WriteFile(half, data[:len(data)/2], 0o600); err != nil {
-		t.Fatal(err)
-	}
+	full, half := cutShortOgg(t, dir)
 	text := filepath.Join(dir, "notes.ogg")
 	if err := os.WriteFile(text, []byte("these are my notes, not a recording\n"), 0o600); err != nil {
 		t.Fatal(err)
