@@ -322,7 +322,9 @@ func TestS3HonoursCancellation(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.CreateBucket(t, "cancel")
 	s := bucketStore(t, srv, "cancel", "")
-	put(t, s, "big", bytes.Repeat([]byte("x"), 4<<20))
+	// Far more than the sockets between here and the server hold, so the
+	// rest cannot all have arrived before the cancel does.
+	put(t, s, "big", bytes.Repeat([]byte("x"), 32<<20))
 
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
