@@ -130,10 +130,12 @@ func (a *API) accept(ctx context.Context, u *upload, s submission) (id string, e
 		return "", false, errUnavailable(err)
 	}
 	if existing && wrote {
-		// The job under the id no longer had its recording: it was removed
-		// after the job's retention, and the copy just written belongs to
-		// no job. A job still running is another request's, started with
-		// these very bytes at the same moment, and keeps them.
+		// The job under the id did not have this key. Closed, its
+		// retention removed its recordings and the copy just written
+		// belongs to no job. Running, it may be another request's, started
+		// with these very bytes at the same moment, which needs them; if it
+		// named the bytes otherwise, the copy lies under the job's id and
+		// goes with everything else there when the job's retention ends.
 		if e, err := a.opts.Jobs.Lookup(ctx, id); err == nil && e.Closed {
 			a.dropOriginal(ctx, id, key)
 		}
