@@ -94,6 +94,7 @@ type Server struct {
 	uiAddr       string
 	database     string
 	logLevel     *slog.LevelVar
+	durable      *walSync
 }
 
 // Start builds and starts the server. It returns once the frontend accepts
@@ -194,19 +195,29 @@ func Start(opts Options) (*Server, error) {
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
 		temporal.WithDynamicConfigClient(dyn),
 	}
+	var durable *walSync
+	if opts.DatabaseFile != "" {
+		// PostgreSQL syncs its own commits, and a memory database has
+		// nothing to sync.
+		durable = newWALSync(opts.DatabaseFile)
+		serverOpts = append(serverOpts, temporal.WithChainedFrontendGrpcInterceptors(durable.interceptor))
+	}
 	if opts.TLS != nil {
 		// Only the public frontend speaks TLS; the services and the
 		// internal frontend talk plain gRPC among themselves on loopback.
 		serverOpts = append(serverOpts, temporal.WithTLSConfigFactory(&encryption.FixedTLSConfigProvider{FrontendServerConfig: opts.TLS}))
 	}
 	srv, err := temporal.NewServer(serverOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("devserver: %w", err)
+	if err == nil {
+		err = srv.Start()
 	}
-	if err := srv.Start(); err != nil {
+	if err != nil {
+		if durable != nil {
+			durable.close()
+		}
 		return nil, secret.error(fmt.Errorf("devserver start: %w", err))
 	}
-	s := &Server{server: srv, frontendAddr: net.JoinHostPort(opts.Host, strconv.Itoa(conf.Services["frontend"].RPC.GRPCPort)), database: describeDatabase(opts), logLevel: level}
+	s := &Server{server: srv, durable: durable, frontendAddr: net.JoinHostPort(opts.Host, strconv.Itoa(conf.Services["frontend"].RPC.GRPCPort)), database: describeDatabase(opts), logLevel: level}
 
 	if opts.UIAddr != "" {
 		host, portStr, _ := net.SplitHostPort(opts.UIAddr)
@@ -260,7 +271,11 @@ func (s *Server) Stop() error {
 	if s.ui != nil {
 		s.ui.Stop()
 	}
-	return s.server.Stop()
+	err := s.server.Stop()
+	if s.durable != nil {
+		s.durable.close()
+	}
+	return err
 }
 
 func buildConfig(opts Options) (*config.Config, error) {
@@ -350,13 +365,13 @@ func persistenceConfig(opts Options) config.Persistence {
 		sqlConf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
 		sqlConf.DatabaseName = "transcriber-" + strconv.FormatUint(rand.Uint64(), 36)
 	} else {
-		// Write-ahead logging commits a transaction with one append and
-		// one fsync, where the default rollback journal writes every page
-		// twice, syncs several times and creates and removes a file: most of
-		// the server's own cost per job. synchronous=full keeps each commit
-		// on disk before it is answered, so an accepted job survives a
-		// power cut.
-		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "full"}
+		// Write-ahead logging commits a transaction with one append, where
+		// the default rollback journal writes every page twice, syncs
+		// several times and creates and removes a file: most of the
+		// server's own cost per job. synchronous=normal leaves the fsync of
+		// the log to walSync, which makes every commit durable before the
+		// frontend answers for it, so an accepted job survives a power cut.
+		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "normal"}
 		sqlConf.DatabaseName = opts.DatabaseFile
 	}
 	// One store serves both roles: SQLite keeps visibility in the same file.
