@@ -56,7 +56,7 @@ func (s *workflowSuite) Test_ReplyBesideStatusMessageShowsDone() {
 
 // Scenario: Jobs started before replies went into the status message send them and show done
 func (s *workflowSuite) Test_ReplyInStatusMessageBeforeTheChange() {
-	s.env.OnGetVersion(leanPublish, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	s.env.OnGetVersion(leanPublish, workflow.DefaultVersion, leanInspects).Return(workflow.DefaultVersion)
 	s.env.OnGetVersion(replyInStatusMessage, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	shown := s.statusMessageJob()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()

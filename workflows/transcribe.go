@@ -28,7 +28,8 @@ func TranscribeRecording(ctx workflow.Context, in Input) (Result, error) {
 		return Result{}, err
 	}
 	if in.Resume == nil {
-		j.s.Lean = workflow.GetVersion(ctx, leanPublish, workflow.DefaultVersion, 1) >= 1
+		v := workflow.GetVersion(ctx, leanPublish, workflow.DefaultVersion, leanInspects)
+		j.s.Lean, j.s.Inspects = v >= 1, v >= leanInspects
 	}
 	// A lean job comes after service-defaults, so it need not ask.
 	if in.Resume == nil && leftToService(in) && (j.s.Lean || workflow.GetVersion(ctx, serviceDefaults, workflow.DefaultVersion, 1) >= 1) {
@@ -81,6 +82,11 @@ var errContinueAsNew = errors.New("continue as new")
 // It implies every change before it, whose versions it no longer asks for.
 // Jobs started before it run as they began.
 const leanPublish = "lean-publish"
+
+// leanInspects is the version of lean-publish that implies local-inspect:
+// a job started at it records one version marker where it recorded two,
+// and each marker costs the server a visibility write of its own.
+const leanInspects workflow.Version = 2
 
 // serviceDefaults marks the change that lets a job leave its engine and
 // retry policy to the service that runs it. Only jobs that leave them ask,
@@ -268,7 +274,7 @@ const inspectMaxBytes = 32 << 20
 // Inspect when the job may; the audio is then the original.
 func (j *jobState) takenAsIs(ctx workflow.Context) bool {
 	if !j.s.Lean || j.s.Original.Size <= 0 || j.s.Original.Size > inspectMaxBytes ||
-		workflow.GetVersion(ctx, localInspect, workflow.DefaultVersion, 1) < 1 {
+		!j.s.Inspects && workflow.GetVersion(ctx, localInspect, workflow.DefaultVersion, 1) < 1 {
 		return false
 	}
 	var out activities.InspectOutput

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -405,7 +406,7 @@ func (s *workflowSuite) Test_CommandLineJobSkipsReply() {
 func (s *workflowSuite) Test_OldCommandLineJobStillRunsReply() {
 	in := testInput()
 	in.Source, in.Recipient = job.SourceCLI, nil
-	s.env.OnGetVersion(leanPublish, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	s.env.OnGetVersion(leanPublish, workflow.DefaultVersion, leanInspects).Return(workflow.DefaultVersion)
 	s.env.OnGetVersion(replyOnlyWhenExpected, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
 	s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
@@ -518,10 +519,43 @@ func (s *workflowSuite) Test_LeanJobTakenAsIsSkipsConversion() {
 		s.Equal(3*time.Second, ri.Duration, "with the duration Inspect read")
 	}).Return(recognized, nil).Once()
 
+	// Each version marker costs a visibility write: a job started now
+	// knows from lean-publish that it may inspect.
+	s.env.OnGetVersion(localInspect, workflow.DefaultVersion, workflow.Version(1)).Run(func(mock.Arguments) {
+		s.Fail("a job started at lean-publish 2 asked for local-inspect")
+	}).Return(workflow.Version(1)).Maybe()
+
 	s.env.ExecuteWorkflow(TranscribeRecording, in)
 
 	s.Equal(job.Done, s.result().State)
 	s.Equal([]string{"transcribing", "done"}, states)
+}
+
+// A job started at the first version of lean-publish, before it implied
+// local-inspect, asks for it: with it the job inspects, without it the job
+// converts as it began to.
+func (s *workflowSuite) Test_FirstLeanVersionAsksForLocalInspect() {
+	for _, v := range []workflow.Version{workflow.DefaultVersion, 1} {
+		s.Run(fmt.Sprintf("local-inspect %d", v), func() {
+			s.SetupTest()
+			in := testInput()
+			in.Source, in.Recipient = job.SourceHTTP, nil
+			s.env.OnGetVersion(leanPublish, workflow.DefaultVersion, leanInspects).Return(workflow.Version(1))
+			asked := 0
+			s.env.OnGetVersion(localInspect, workflow.DefaultVersion, workflow.Version(1)).Run(func(mock.Arguments) { asked++ }).Return(v)
+			if v == 1 {
+				s.env.OnActivity(a.Inspect, mock.Anything, mock.Anything).Return(activities.InspectOutput{AsIs: true, Duration: 3 * time.Second}, nil).Once()
+			} else {
+				s.env.OnActivity(a.Convert, mock.Anything, mock.Anything).Return(converted, nil).Once()
+			}
+			s.env.OnActivity(a.Recognize, mock.Anything, mock.Anything).Return(recognized, nil).Once()
+
+			s.env.ExecuteWorkflow(TranscribeRecording, in)
+
+			s.Equal(job.Done, s.result().State)
+			s.Equal(1, asked)
+		})
+	}
 }
 
 // Scenario: A recording that Inspect does not pass, or that it fails on, is converted by the step with its attempts

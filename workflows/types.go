@@ -141,6 +141,9 @@ type Status struct {
 	// Lean is set for jobs started since lean-publish; it travels across
 	// continue-as-new so that a run goes on as the job began.
 	Lean bool `json:"lean,omitempty"`
+	// Inspects is set for jobs started at leanInspects, which need not ask
+	// for local-inspect; it travels across continue-as-new like Lean.
+	Inspects bool `json:"inspects,omitempty"`
 	// Acknowledged is set once the sender was told of the acceptance.
 	Acknowledged bool `json:"acknowledged,omitempty"`
 	// StatusMessageTaken is set while the status message holds the last

@@ -162,10 +162,10 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	replayer := worker.NewWorkflowReplayer()
 	replayer.RegisterWorkflowWithOptions(workflows.TranscribeRecording, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	record := func(name string, c client.Client, id string) {
-		// The histories recorded before lean-publish, and before
-		// local-inspect (lean-*), keep their names, so that jobs of those
-		// shapes stay guarded.
-		name = "inspect-" + name
+		// The histories recorded before lean-publish, before local-inspect
+		// (lean-*) and before lean-publish 2 implied it (inspect-*) keep
+		// their names, so that jobs of those shapes stay guarded.
+		name = "lean2-" + name
 		h := closedHistory(t, c, id)
 		path := filepath.Join(dir, name+".json")
 		body, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
