@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -93,4 +94,46 @@ func TestEmbeddedStoreIndexes(t *testing.T) {
 	for _, q := range queries {
 		waitFor(t, "a list by "+q+" after a restart", func() bool { return listed(c, q) })
 	}
+}
+
+// Scenario: The all-in-one server syncs the log SQLite writes before it answers a start
+func TestEmbeddedStoreSyncsItsLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A relative path, as the default data directory is: the log is
+	// looked for where SQLite keeps it, whatever the directory later is.
+	rel, err := filepath.Rel(mustGetwd(t), filepath.Join(dir, "temporal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: rel, Namespace: "default", SearchAttributes: workflows.SearchAttributes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Stop() }()
+	c, err := client.Dial(client.Options{HostPort: srv.FrontendAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	before := srv.Syncs()
+	if _, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "synced", TaskQueue: "nobody-polls"}, workflows.WorkflowName); err != nil {
+		t.Fatal(err)
+	}
+	if srv.Syncs() <= before {
+		t.Errorf("a start was answered after %d syncs of the log, as many as before it", srv.Syncs())
+	}
+	st, err := os.Stat(filepath.Join(dir, "temporal.db-wal"))
+	if err != nil || st.Size() == 0 {
+		t.Errorf("the log the server syncs is not where SQLite writes: %v", err)
+	}
+}
+
+func mustGetwd(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wd
 }

@@ -199,7 +199,9 @@ func Start(opts Options) (*Server, error) {
 	if opts.DatabaseFile != "" {
 		// PostgreSQL syncs its own commits, and a memory database has
 		// nothing to sync.
-		durable = newWALSync(opts.DatabaseFile)
+		if durable, err = newWALSync(opts.DatabaseFile); err != nil {
+			return nil, err
+		}
 		serverOpts = append(serverOpts, temporal.WithChainedFrontendGrpcInterceptors(durable.interceptor))
 	}
 	if opts.TLS != nil {
@@ -240,6 +242,15 @@ func Start(opts Options) (*Server, error) {
 		}()
 	}
 	return s, nil
+}
+
+// Syncs is how many times the server has synced its SQLite log; it stays
+// zero in memory and on PostgreSQL, which sync their own commits.
+func (s *Server) Syncs() int64 {
+	if s.durable == nil {
+		return 0
+	}
+	return s.durable.syncs.Load()
 }
 
 // FrontendAddr is the host:port SDK clients dial.

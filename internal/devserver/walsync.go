@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -32,13 +34,21 @@ type walSync struct {
 	// the kernel may have dropped the dirty pages, and a later fsync that
 	// succeeds proves nothing about them.
 	failed error
+	syncs  atomic.Int64
 	stop   chan struct{}
 	done   chan struct{}
 }
 
-// newWALSync syncs the write-ahead log of the SQLite file database.
-func newWALSync(database string) *walSync {
-	return startWALSync(func() error { return syncFile(database + "-wal") })
+// newWALSync syncs the write-ahead log of the SQLite file database. The
+// path is made absolute first, as SQLite makes it when it opens the file: a
+// log looked for in the wrong place would be taken for one that SQLite had
+// removed, and never synced.
+func newWALSync(database string) (*walSync, error) {
+	abs, err := filepath.Abs(database)
+	if err != nil {
+		return nil, fmt.Errorf("devserver database %s: %w", database, err)
+	}
+	return startWALSync(func() error { return syncFile(abs + "-wal") }), nil
 }
 
 func startWALSync(sync func() error) *walSync {
@@ -71,6 +81,7 @@ func (w *walSync) loop() {
 		}
 		if w.failed == nil {
 			w.failed = w.sync()
+			w.syncs.Add(1)
 		}
 		for _, r := range batch {
 			r <- w.failed
