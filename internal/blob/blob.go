@@ -137,7 +137,7 @@ func (s *Local) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		return 0, err
 	}
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := s.mkdirSynced(dir); err != nil {
 		return 0, fmt.Errorf("put %s: %w", key, err)
 	}
 	f, err := os.CreateTemp(dir, ".put-*")
@@ -217,7 +217,31 @@ func (s *Local) Size(_ context.Context, key string) (int64, error) {
 	return st.Size(), nil
 }
 
-func syncDir(dir string) error {
+// mkdirSynced creates dir and the directories above it up to the root,
+// syncing the parent of each one it creates: a new directory's name is an
+// entry in its parent, which a sync of the directory itself does not
+// promise to keep across a power cut.
+func (s *Local) mkdirSynced(dir string) error {
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if dir == s.root || parent == dir {
+		// The root was removed under the store, which made it once.
+		return os.MkdirAll(dir, 0o750)
+	}
+	if err := s.mkdirSynced(parent); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
+}
+
+// syncDir is a variable so that a test can see which directories are
+// synced, which no test can tell from the files.
+var syncDir = func(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -109,6 +110,33 @@ func TestPutOpenRoundTrip(t *testing.T) {
 				t.Errorf("files in store = %q; want only %q", got, tc.key)
 			}
 		})
+	}
+}
+
+// A recording is stored for good only once the name of every directory
+// made for it is synced in its parent, and the recording's own name in its
+// directory.
+func TestPutSyncsTheDirectoriesItMakes(t *testing.T) {
+	s := newStore(t)
+	var synced []string
+	real := syncDir
+	syncDir = func(dir string) error {
+		synced = append(synced, dir)
+		return real(dir)
+	}
+	defer func() { syncDir = real }()
+
+	put(t, s, "jobs/x/original.ogg", []byte("OggS"))
+	root := s.Root()
+	want := []string{root, filepath.Join(root, "jobs"), filepath.Join(root, "jobs", "x")}
+	if !slices.Equal(synced, want) {
+		t.Errorf("synced %q; want %q: the parent of each new directory, then the recording's own", synced, want)
+	}
+
+	synced = nil
+	put(t, s, "jobs/x/audio.flac", []byte("fLaC"))
+	if want := []string{filepath.Join(root, "jobs", "x")}; !slices.Equal(synced, want) {
+		t.Errorf("into an existing directory, synced %q; want %q", synced, want)
 	}
 }
 
